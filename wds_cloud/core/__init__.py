@@ -1,0 +1,1 @@
+"""The tar-sample streaming engine: no torch, no cloud SDK imports."""

@@ -1,0 +1,19 @@
+"""Backends that turn a URL into a binary stream, behind one registry."""
+
+from wds_cloud.openers.registry import (
+    Opener,
+    OpenerRegistry,
+    default_registry,
+    open_url,
+    register_opener,
+    url_scheme,
+)
+
+__all__ = [
+    "Opener",
+    "OpenerRegistry",
+    "default_registry",
+    "open_url",
+    "register_opener",
+    "url_scheme",
+]

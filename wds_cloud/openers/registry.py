@@ -1,0 +1,223 @@
+"""The opener registry: URL scheme -> backend that turns a URL into a binary stream.
+
+A registry is a plain object. A default one exists (:func:`default_registry`), tests and users
+can build their own, and it pickles into DataLoader workers with the dataset. Built-in backends
+are registered as lazy ``"package.module:Class"`` strings, so ``import wds_cloud`` never imports
+boto3, google-cloud-storage, aistore or torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Iterator
+from typing import IO, Any, Protocol, runtime_checkable
+
+from wds_cloud.errors import MissingDependencyError, UnsupportedSchemeError
+
+
+@runtime_checkable
+class Opener(Protocol):
+    """What a backend provides: ``open(url, **options)`` returning a readable binary stream.
+
+    The stream supports ``read``, ``readinto`` and ``close``. Backends may also provide
+    ``list(url) -> list[str]`` (listing a prefix, see :mod:`wds_cloud.listing`) and
+    ``create(url) -> writable stream`` whose ``close()`` commits and ``abort()`` discards.
+    """
+
+    def open(self, url: str, **options: Any) -> IO[bytes]:  # pragma: no cover - protocol
+        """Open ``url`` for reading."""
+        ...
+
+
+# scheme -> (lazy target, extra that provides its SDK)
+BUILTIN_OPENERS: dict[str, tuple[str, str | None]] = {
+    "ais": ("wds_cloud.openers.ais:AisOpener", "ais"),
+    "file": ("wds_cloud.openers.local:LocalOpener", None),
+    "gcs": ("wds_cloud.openers.gcs:GcsOpener", "gcs"),
+    "gs": ("wds_cloud.openers.gcs:GcsOpener", "gcs"),
+    "http": ("wds_cloud.openers.http:HttpOpener", None),
+    "https": ("wds_cloud.openers.http:HttpOpener", None),
+    "pipe": ("wds_cloud.openers.pipe:PipeOpener", None),
+    "s3": ("wds_cloud.openers.s3:S3Opener", "s3"),
+}
+
+
+def url_scheme(url: str) -> str:
+    """Return the registry scheme of ``url``: ``"file"`` for plain paths and ``-``.
+
+    ``pipe:CMD`` has scheme ``pipe``; ``s3://b/k`` has ``s3``. A single letter before a colon
+    (``C:\\data``) is treated as a local path.
+    """
+    if url.startswith("pipe:"):
+        return "pipe"
+    colon = url.find(":")
+    if colon <= 1:
+        return "file"
+    head = url[:colon]
+    if not head.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        return "file"
+    if url[colon + 1 : colon + 3] != "//" and head != "file":
+        # "name:with:colons.tar" is a local file; schemes we know always use "//".
+        return "file"
+    return head.lower()
+
+
+class OpenerRegistry:
+    """Maps URL schemes to openers.
+
+    Args:
+        builtins: register the built-in backends (lazily) when True.
+    """
+
+    def __init__(self, *, builtins: bool = True) -> None:
+        self._entries: dict[str, Any] = {}
+        self._extras: dict[str, str | None] = {}
+        self._resolved: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        if builtins:
+            for scheme, (target, extra) in BUILTIN_OPENERS.items():
+                self.register(scheme, target, extra=extra)
+
+    def register(
+        self,
+        scheme: str,
+        opener: Any,
+        *,
+        override: bool = False,
+        extra: str | None = None,
+    ) -> None:
+        """Register ``opener`` for ``scheme``.
+
+        Args:
+            scheme: URL scheme without ``://`` (``"s3"``), or ``"file"`` for local paths.
+            opener: an object with ``open(url, **options)``, or a lazy ``"pkg.mod:Class"``
+                string instantiated without arguments on first use.
+            override: replace an existing registration instead of raising.
+            extra: the ``wds_cloud`` extra that installs the backend's SDK, named in
+                :class:`MissingDependencyError` when its import fails.
+
+        Raises:
+            ValueError: the scheme is taken and ``override`` is False, or ``opener`` is neither
+                a dotted path nor an object with ``open``.
+        """
+        scheme = scheme.lower()
+        if isinstance(opener, str):
+            if ":" not in opener:
+                raise ValueError(f"lazy opener {opener!r} must look like 'package.module:Class'")
+        elif not callable(getattr(opener, "open", None)):
+            raise ValueError(f"opener for {scheme!r} has no open(url, **options) method")
+        with self._lock:
+            if scheme in self._entries and not override:
+                raise ValueError(
+                    f"scheme {scheme!r} is already registered; pass override=True to replace it"
+                )
+            self._entries[scheme] = opener
+            self._extras[scheme] = extra
+            self._resolved.pop(scheme, None)
+
+    def unregister(self, scheme: str) -> None:
+        """Remove ``scheme``; unknown schemes raise :class:`UnsupportedSchemeError`."""
+        scheme = scheme.lower()
+        with self._lock:
+            if scheme not in self._entries:
+                raise self._unknown(scheme)
+            del self._entries[scheme]
+            self._extras.pop(scheme, None)
+            self._resolved.pop(scheme, None)
+
+    def schemes(self) -> tuple[str, ...]:
+        """The registered schemes, sorted."""
+        return tuple(sorted(self._entries))
+
+    def __contains__(self, scheme: object) -> bool:
+        return isinstance(scheme, str) and scheme.lower() in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.schemes())
+
+    def _unknown(self, scheme: str) -> UnsupportedSchemeError:
+        known = ", ".join(self.schemes()) or "(none)"
+        return UnsupportedSchemeError(f"no opener registered for scheme {scheme!r}; known: {known}")
+
+    def get(self, scheme: str) -> Any:
+        """Return the opener for ``scheme``, importing a lazy entry on first use.
+
+        Raises:
+            UnsupportedSchemeError: nothing is registered for ``scheme``.
+            MissingDependencyError: the backend's SDK is not installed.
+        """
+        scheme = scheme.lower()
+        opener = self._resolved.get(scheme)
+        if opener is not None:
+            return opener
+        with self._lock:
+            if scheme not in self._entries:
+                raise self._unknown(scheme)
+            entry = self._entries[scheme]
+            if isinstance(entry, str):
+                entry = self._load(scheme, entry)
+            self._resolved[scheme] = entry
+            return entry
+
+    def _load(self, scheme: str, target: str) -> Any:
+        module_name, _, attr = target.partition(":")
+        extra = self._extras.get(scheme)
+        try:
+            module = importlib.import_module(module_name)
+        except MissingDependencyError:
+            raise
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"the {scheme}:// backend could not be imported ({exc})", extra=extra
+            ) from exc
+        return getattr(module, attr)()
+
+    def for_url(self, url: str) -> Any:
+        """Return the opener responsible for ``url``."""
+        return self.get(url_scheme(url))
+
+    def open(self, url: str, **options: Any) -> IO[bytes]:
+        """Open ``url`` for reading with the opener registered for its scheme."""
+        return self.for_url(url).open(url, **options)  # type: ignore[no-any-return]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Resolved lazy entries are re-imported in the child; explicit objects travel as is.
+        return {"entries": dict(self._entries), "extras": dict(self._extras)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._entries = state["entries"]
+        self._extras = state["extras"]
+        self._resolved = {}
+        self._lock = threading.Lock()
+
+    def copy(self) -> OpenerRegistry:
+        """A registry with the same entries, to customise without touching this one."""
+        new = OpenerRegistry(builtins=False)
+        new._entries = dict(self._entries)
+        new._extras = dict(self._extras)
+        return new
+
+
+_default: OpenerRegistry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> OpenerRegistry:
+    """The process-wide default registry (created on first use)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = OpenerRegistry()
+    return _default
+
+
+def register_opener(scheme: str, opener: Any, *, override: bool = False) -> None:
+    """Register ``opener`` for ``scheme`` in the default registry."""
+    default_registry().register(scheme, opener, override=override)
+
+
+def open_url(url: str, *, registry: OpenerRegistry | None = None, **options: Any) -> IO[bytes]:
+    """Open ``url`` for reading through ``registry`` (the default one when None)."""
+    return (registry or default_registry()).open(url, **options)

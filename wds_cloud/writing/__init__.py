@@ -1,0 +1,1 @@
+"""Writing shards: TarWriter, ShardWriter, uploads."""
