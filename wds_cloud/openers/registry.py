@@ -179,7 +179,7 @@ class OpenerRegistry:
 
     def open(self, url: str, **options: Any) -> IO[bytes]:
         """Open ``url`` for reading with the opener registered for its scheme."""
-        return self.for_url(url).open(url, **options)  # type: ignore[no-any-return]
+        return self.for_url(url).open(url, **options)
 
     def __getstate__(self) -> dict[str, Any]:
         # Resolved lazy entries are re-imported in the child; explicit objects travel as is.
