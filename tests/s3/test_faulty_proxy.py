@@ -1,0 +1,79 @@
+"""Tests of the shared fault-injecting proxy (tests/support/faulty_proxy.py)."""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.faulty_proxy import FaultyProxy
+
+BODY = bytes(range(256)) * 4096  # 1 MiB
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def _get(port: int, path: str = "/x") -> bytes:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.read()
+    finally:
+        conn.close()
+
+
+def test_passes_through_without_fault(http_port: int) -> None:
+    with FaultyProxy(http_port) as proxy:
+        assert _get(proxy.port) == BODY
+        assert proxy.connections == 1
+        assert proxy.cuts == 0
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_cuts_first_k_connections(http_port: int, reset: bool) -> None:
+    with FaultyProxy(http_port, cut_after=100_000, first=2, reset=reset) as proxy:
+        for _ in range(2):
+            with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+                _get(proxy.port)
+        assert _get(proxy.port) == BODY
+        assert proxy.connections == 3
+        assert proxy.cuts == 2
+
+
+def test_cuts_only_matching_requests(http_port: int, faulty_proxy) -> None:
+    proxy = faulty_proxy(http_port, cut_after=1000, match=b"GET /bad")
+    assert _get(proxy.port, "/good") == BODY
+    with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+        _get(proxy.port, "/bad")
+    proxy.set_fault(cut_after=1000, match=lambda index, head: index == 2)
+    with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+        _get(proxy.port, "/good")
+    assert _get(proxy.port, "/bad") == BODY
+    assert proxy.cuts == 2
+    assert proxy.connections == 4
