@@ -1,0 +1,180 @@
+"""A real threaded HTTP file server on 127.0.0.1 with failure modes for opener tests.
+
+It serves the files under ``root`` with ``Range`` (single ``bytes=N-``/``N-M``/``-N``),
+``If-Range``, ``ETag`` and ``Last-Modified``, and answers 404 for missing files. Behaviour can be
+changed on the live object (attributes are read on every request):
+
+- ``cut_after``: close the connection after this many body bytes of a response...
+- ``cut_every``: ...on every k-th GET (1 = every response, the default when ``cut_after`` is set).
+- ``ignore_range``: answer every GET with 200 and the whole file.
+- ``no_validators``: send neither ``ETag`` nor ``Last-Modified``.
+- ``before_response``: ``callable(request_number, path)`` run before each GET is answered;
+  tests use it to rewrite a file between requests (a shard changing mid-read).
+- ``status_for``: ``{url_path: status}`` to answer with an error status and a short body.
+- ``redirects``: ``{url_path: location}`` answered with 302.
+
+Usage::
+
+    with HttpFileServer(tmp_path) as server:
+        url = server.url("shard-000.tar")
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_GET(self) -> None:
+        owner = self.server.owner
+        number = owner._next_request()
+        path = unquote(urlsplit(self.path).path)
+        if path in owner.redirects:
+            self._reply_empty(302, {"Location": owner.redirects[path]})
+            return
+        if path in owner.status_for:
+            status = owner.status_for[path]
+            body = f"status {status} for {path}\n".encode()
+            self._reply_bytes(status, body)
+            return
+        if owner.before_response is not None:
+            owner.before_response(number, path)
+        file = (owner.root / path.lstrip("/")).resolve()
+        if not file.is_relative_to(owner.root) or not file.is_file():
+            self._reply_bytes(404, b"not found\n")
+            return
+        data = file.read_bytes()
+        stat = file.stat()
+        etag = '"' + hashlib.sha1(f"{stat.st_mtime_ns}-{stat.st_size}".encode()).hexdigest() + '"'
+        last_modified = email.utils.formatdate(stat.st_mtime, usegmt=True)
+        headers: dict[str, str] = {}
+        if not owner.no_validators:
+            headers["ETag"] = etag
+            headers["Last-Modified"] = last_modified
+        start, end, status = 0, len(data), 200
+        wanted = self.headers.get("Range")
+        if_range = self.headers.get("If-Range")
+        if wanted and not owner.ignore_range and if_range in (None, etag, last_modified):
+            parsed = _parse_range(wanted, len(data))
+            if parsed is None:
+                self._reply_empty(416, {"Content-Range": f"bytes */{len(data)}"})
+                return
+            start, end = parsed
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
+        if owner.ignore_range:
+            headers.pop("Accept-Ranges", None)
+        else:
+            headers["Accept-Ranges"] = "bytes"
+        body = data[start:end]
+        cut = None
+        if owner.cut_after is not None and number % max(1, owner.cut_every) == 0:
+            cut = owner.cut_after
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if cut is not None:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if cut is not None and cut < len(body):
+            self.wfile.write(body[:cut])
+            self.wfile.flush()
+            owner.cuts += 1
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+    def _reply_bytes(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _reply_empty(self, status: int, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+
+
+def _parse_range(value: str, size: int) -> tuple[int, int] | None:
+    if not value.startswith("bytes=") or "," in value:
+        return None
+    first, _, last = value[len("bytes=") :].partition("-")
+    if not first:
+        n = int(last)
+        return (max(0, size - n), size) if n else None
+    start = int(first)
+    end = min(size, int(last) + 1) if last else size
+    if start >= size or start >= end:
+        return None
+    return start, end
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: HttpFileServer
+
+
+class HttpFileServer:
+    """Serves ``root`` over HTTP on 127.0.0.1 with a free port; see the module docstring."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+        self.cut_after: int | None = None
+        self.cut_every = 1
+        self.ignore_range = False
+        self.no_validators = False
+        self.before_response: Callable[[int, str], None] | None = None
+        self.status_for: dict[str, int] = {}
+        self.redirects: dict[str, str] = {}
+        self.requests = 0
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _next_request(self) -> int:
+        with self._lock:
+            self.requests += 1
+            return self.requests
+
+    def url(self, path: str = "") -> str:
+        """The URL of ``path`` (relative to ``root``)."""
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def start(self) -> HttpFileServer:
+        """Start serving on a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> HttpFileServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

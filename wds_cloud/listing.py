@@ -1,0 +1,111 @@
+"""Turn a shard specification into a list of shard URLs, listing prefixes and globs.
+
+``list_shards`` accepts what ``expand_urls`` accepts (brace templates, ``::``, ``${VAR}``) and,
+in each expanded pattern, globs (``*``, ``?``, ``[...]``; matched per path component, so ``*``
+never crosses a ``/``) and prefixes ending in ``/`` (every shard below it, recursively). These
+are resolved through the backend's ``list(url)``: it returns the full URLs of the objects whose
+URL starts with ``url`` (S3-style key prefix, recursive). Plain URLs without wildcards are
+returned as they are, without checking that they exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
+
+from wds_cloud.errors import ConfigError, ShardNotFoundError
+from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.urls import expand_urls
+
+DEFAULT_EXTENSIONS = (".tar", ".tgz", ".tar.gz")
+_GLOB_CHARS = "*?["
+
+
+def _split_query(url: str) -> tuple[str, str]:
+    if url_scheme(url) in ("file", "pipe"):
+        return url, ""
+    base, sep, query = url.partition("?")
+    return base, sep + query
+
+
+def _is_pattern(path: str) -> bool:
+    return path.endswith("/") or any(c in path for c in _GLOB_CHARS)
+
+
+def _listing_prefix(pattern: str) -> str:
+    """The part of ``pattern`` before the path component holding the first wildcard."""
+    first = min((i for i in (pattern.find(c) for c in _GLOB_CHARS) if i >= 0), default=-1)
+    if first < 0:
+        return pattern  # a prefix ending in "/"
+    return pattern[: pattern.rfind("/", 0, first) + 1]
+
+
+def _matches(candidate: str, pattern: str) -> bool:
+    if pattern.endswith("/"):
+        return candidate.startswith(pattern)
+    cparts = candidate.split("/")
+    pparts = pattern.split("/")
+    if "**" in pparts:
+        return fnmatchcase(candidate, pattern.replace("**/", "*").replace("/**", "*"))
+    return len(cparts) == len(pparts) and all(
+        fnmatchcase(c, p) for c, p in zip(cparts, pparts, strict=True)
+    )
+
+
+def _list(registry: OpenerRegistry, pattern: str, original: str) -> list[str]:
+    opener = registry.for_url(pattern)
+    lister = getattr(opener, "list", None)
+    if lister is None:
+        raise ConfigError(
+            f"cannot list {pattern!r} (from {original!r}): the {url_scheme(pattern)} backend "
+            "has no listing; give the shard names explicitly, e.g. with a brace template "
+            "'shard-{000000..000099}.tar'"
+        )
+    if url_scheme(pattern) == "file":
+        return list(lister(pattern))  # LocalOpener.list expands globs and walks directories
+    return [u for u in lister(_listing_prefix(pattern)) if _matches(u, pattern)]
+
+
+def list_shards(
+    spec: str | Iterable[str],
+    *,
+    registry: OpenerRegistry | None = None,
+    extensions: Sequence[str] | None = DEFAULT_EXTENSIONS,
+) -> list[str]:
+    """Expand ``spec`` into shard URLs, listing globs and ``/``-terminated prefixes.
+
+    Args:
+        spec: a shard specification: ``"s3://bkt/train/"``, ``"gs://bkt/shards/*.tar"``,
+            ``"data/shard-{000..009}.tar"``, ``"/data/*.tar::/more/*.tar"``, or a list of them.
+            A query string (``?etl=name``) after a listed pattern is kept on every result.
+        registry: where the backends come from (the default registry when None).
+        extensions: only listed names ending in one of these are kept (case-insensitive);
+            None keeps everything. Explicit URLs are never filtered.
+
+    Returns:
+        The URLs in the order of ``spec``, each listed pattern replaced in place by its sorted
+        matches. Repeats given explicitly are kept (``"a.tar::a.tar"`` reads it twice).
+
+    Raises:
+        ShardNotFoundError: a glob or prefix matched no shard, naming the pattern.
+        ConfigError: a malformed template, or a pattern on a backend that cannot list (http).
+    """
+    registry = registry or default_registry()
+    suffixes = tuple(e.lower() for e in extensions) if extensions is not None else None
+    result: list[str] = []
+    for url in expand_urls(spec):
+        base, query = _split_query(url)
+        if url_scheme(url) == "pipe" or not _is_pattern(base):
+            urls = [url]
+        else:
+            found = sorted(set(_list(registry, base, url)))
+            if suffixes is not None:
+                found = [u for u in found if u.lower().endswith(suffixes)]
+            if not found:
+                kinds = f" with extension {', '.join(suffixes)}" if suffixes else ""
+                raise ShardNotFoundError(f"no shards{kinds} match {url!r}", url=url)
+            urls = [u + query for u in found]
+        result.extend(urls)
+    if not result:
+        raise ShardNotFoundError(f"no shards in {spec!r}")
+    return result

@@ -1,0 +1,280 @@
+"""A local shard cache filled while shards are streamed.
+
+``ShardCache(cache_dir).open(url)`` returns the cached file when there is one; otherwise it opens
+the shard through the registry and returns a *tee* stream: every byte the reader consumes is also
+written to a temporary file under ``<cache_dir>/%tmp/``. Only when the stream reaches a clean end
+(for ``pipe:`` that includes a zero exit status; for HTTP the announced length) is the file
+fsynced and atomically renamed to its final name. A partial file is never served.
+
+Closing a stream before its end first reads on for at most ``drain_bytes`` (default 1 MiB, which
+covers the zero padding after a tar's end-of-archive marker); if the end is reached the file is
+committed, otherwise the temporary file is deleted and the rest of the shard is *not* downloaded.
+
+Cache file names keep the URL readable: ``s3://bucket/a/x.tar`` is cached as
+``<cache_dir>/s3/bucket/a/x.tar``; characters outside ``[A-Za-z0-9._-]`` are percent-encoded, a
+query string becomes ``%3F<hash>`` after the name (``?etl=a`` and ``?etl=b`` differ), and names
+longer than 200 characters per component (or ``pipe:`` commands) live under ``%long/<sha256>``.
+Different URLs therefore never share a cache file.
+
+Several processes may share one cache directory: two may download the same shard at once (the
+second rename wins, both files are complete), and readers only ever open renamed, complete files.
+With ``max_bytes`` set, each commit evicts the least recently used files (by access time, which
+every cache hit refreshes with ``os.utime``) until the total is at most ``max_bytes``; the file just
+added and temporary files are never evicted.
+
+Environment (read when a :class:`ShardCache` is created): ``WDS_CLOUD_CACHE_DIR`` (default
+directory), ``WDS_CLOUD_CACHE_SIZE`` (default ``max_bytes``, in bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import tempfile
+import time
+from typing import IO, Any
+from urllib.parse import quote, urlsplit
+
+from wds_cloud.errors import ConfigError
+from wds_cloud.openers.local import url_to_path
+from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+
+log = logging.getLogger(__name__)
+
+TEMP_DIR = "%tmp"
+LONG_DIR = "%long"
+_MAX_COMPONENT = 200
+_SAFE = "-._~"
+
+
+def cache_name(url: str) -> str:
+    """The path of ``url``'s cache file relative to the cache directory (``/``-separated)."""
+    if url_scheme(url) == "pipe":
+        return _long_name(url)
+    parts = urlsplit(url)
+    components = [parts.scheme, parts.netloc, *parts.path.lstrip("/").split("/")]
+    if any(c == "" for c in components[2:]):
+        return _long_name(url)  # "a//b" or a trailing "/" would not be a file name
+    encoded = [quote(c, safe=_SAFE) for c in components]
+    encoded = ["%2E" if c == "." else "%2E%2E" if c == ".." else c for c in encoded]
+    if parts.query or url.endswith("?"):
+        digest = hashlib.sha256(parts.query.encode()).hexdigest()[:16]
+        encoded[-1] += "%3F" + digest
+    if any(len(c) > _MAX_COMPONENT for c in encoded):
+        return _long_name(url)
+    return "/".join(encoded)
+
+
+def _long_name(url: str) -> str:
+    digest = hashlib.sha256(url.encode()).hexdigest()
+    tail = quote(url.rstrip("/").rsplit("/", 1)[-1], safe=_SAFE)[-60:]
+    return f"{LONG_DIR}/{digest}-{tail}" if tail else f"{LONG_DIR}/{digest}"
+
+
+class _TeeReader(io.RawIOBase):
+    """Streams ``source`` and copies what is read into a temporary file; see the module doc."""
+
+    def __init__(
+        self, source: IO[bytes], temp: str, final: str, cache: ShardCache, url: str
+    ) -> None:
+        super().__init__()
+        self._source = source
+        self._temp = temp
+        self._final = final
+        self._cache = cache
+        self.url = url
+        self._fd: int | None = os.open(temp, os.O_WRONLY)
+        self.committed = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._fd is None:
+            return 0
+        try:
+            readinto = getattr(self._source, "readinto", None)
+            if readinto is not None:
+                n = readinto(buffer) or 0
+            else:
+                data = self._source.read(len(buffer))
+                n = len(data)
+                memoryview(buffer).cast("B")[:n] = data
+            if n:
+                view = memoryview(buffer).cast("B")[:n]
+                while view:
+                    view = view[os.write(self._fd, view) :]
+            else:
+                self._commit()
+        except BaseException:
+            self._discard()
+            raise
+        return n
+
+    def _commit(self) -> None:
+        fd, self._fd = self._fd, None
+        assert fd is not None
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.makedirs(os.path.dirname(self._final), exist_ok=True)
+        now = time.time()
+        os.utime(self._temp, (now, now))
+        os.replace(self._temp, self._final)
+        self.committed = True
+        self._cache._after_commit(self._final)
+
+    def _discard(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+            try:
+                os.unlink(self._temp)
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._fd is not None:
+                self._drain()
+        except Exception as exc:  # the shard is unusable; the reader has what it asked for
+            log.debug("not caching %s: %r", self.url, exc)
+            self._discard()
+        finally:
+            self._discard()
+            try:
+                self._source.close()
+            finally:
+                super().close()
+
+    def _drain(self) -> None:
+        budget = self._cache.drain_bytes
+        buffer = bytearray(min(budget, 1 << 20) or 1)
+        while self._fd is not None and budget > 0:
+            n = self.readinto(memoryview(buffer)[:budget])
+            if not n:
+                return  # committed by readinto
+            budget -= n
+
+
+class ShardCache:
+    """Caches remote shards on local disk while they are read; see the module docstring.
+
+    Args:
+        cache_dir: the cache directory (created if needed); env ``WDS_CLOUD_CACHE_DIR``.
+        max_bytes: size bound for the cached files; env ``WDS_CLOUD_CACHE_SIZE``; None or
+            ``<= 0`` means unbounded.
+        registry: the opener registry used for misses (the default registry when None).
+        drain_bytes: how much more is read on an early ``close()`` to complete the file.
+
+    Raises:
+        ConfigError: no directory given and ``WDS_CLOUD_CACHE_DIR`` unset, or a bad size.
+    """
+
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike[str] | None = None,
+        *,
+        max_bytes: int | None = None,
+        registry: OpenerRegistry | None = None,
+        drain_bytes: int = 1 << 20,
+    ) -> None:
+        if cache_dir is None:
+            cache_dir = os.environ.get("WDS_CLOUD_CACHE_DIR") or None
+            if cache_dir is None:
+                raise ConfigError("ShardCache needs cache_dir= or WDS_CLOUD_CACHE_DIR")
+        if max_bytes is None and os.environ.get("WDS_CLOUD_CACHE_SIZE"):
+            raw = os.environ["WDS_CLOUD_CACHE_SIZE"]
+            try:
+                max_bytes = int(raw)
+            except ValueError:
+                raise ConfigError(f"WDS_CLOUD_CACHE_SIZE={raw!r} is not a byte count") from None
+        self.cache_dir = os.path.abspath(os.fspath(cache_dir))
+        self.max_bytes = max_bytes if max_bytes and max_bytes > 0 else None
+        self.registry = registry
+        self.drain_bytes = drain_bytes
+
+    def _registry(self) -> OpenerRegistry:
+        return self.registry or default_registry()
+
+    def path_for(self, url: str) -> str:
+        """Where ``url`` is (or would be) cached."""
+        return os.path.join(self.cache_dir, *cache_name(url).split("/"))
+
+    def local_path(self, url: str) -> str | None:
+        """The local file holding ``url``: the file itself for local URLs, else the cached copy
+        if one exists (None otherwise, and for stdin)."""
+        if url_scheme(url) == "file":
+            return None if url == "-" else url_to_path(url)
+        path = self.path_for(url)
+        return path if os.path.isfile(path) else None
+
+    def open(self, url: str, **options: Any) -> IO[bytes]:
+        """Open ``url``: directly when local, from the cache on a hit, else through a tee.
+
+        Errors are those of the backend's ``open``; a failed read deletes the temporary file.
+        """
+        if url_scheme(url) == "file":
+            return self._registry().open(url, **options)
+        final = self.path_for(url)
+        try:
+            stream = open(final, "rb", buffering=0)
+        except FileNotFoundError:
+            pass
+        else:
+            now = time.time()
+            try:
+                os.utime(stream.fileno(), (now, os.fstat(stream.fileno()).st_mtime))
+            except OSError:
+                pass
+            return stream
+        source = self._registry().open(url, **options)
+        try:
+            temp_dir = os.path.join(self.cache_dir, TEMP_DIR)
+            os.makedirs(temp_dir, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".part", dir=temp_dir)
+            os.close(fd)
+        except BaseException:
+            source.close()
+            raise
+        return _TeeReader(source, temp, final, self, url)  # type: ignore[return-value]
+
+    def _files(self) -> list[tuple[float, int, str]]:
+        files = []
+        for root, dirs, names in os.walk(self.cache_dir):
+            if root == self.cache_dir and TEMP_DIR in dirs:
+                dirs.remove(TEMP_DIR)
+            for name in names:
+                path = os.path.join(root, name)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                files.append((st.st_atime, st.st_size, path))
+        return files
+
+    def size(self) -> int:
+        """Total bytes of the committed files in the cache."""
+        return sum(size for _, size, _ in self._files())
+
+    def _after_commit(self, added: str) -> None:
+        if self.max_bytes is None:
+            return
+        files = self._files()
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.max_bytes:
+                break
+            if path == added:
+                continue
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            total -= size
+            log.debug("evicted %s (%d bytes) from the shard cache", path, size)

@@ -1,0 +1,349 @@
+"""``pipe:CMD`` URLs: read a shard from a shell command's stdout (or write to its stdin).
+
+No SDK. Environment, read when a :class:`PipeOpener` is created:
+
+- ``WDS_CLOUD_ALLOW_PIPE``: ``0``/``false``/``no`` disables ``pipe:`` URLs (default: allowed).
+- ``WDS_SECURE=1`` (webdataset's switch) also disables them unless ``allow=True`` is passed.
+
+The command runs with ``sh -c`` in its own process group. Its stderr is drained by a thread
+that keeps the last :attr:`PipeConfig.stderr_tail` bytes, so a chatty command never blocks.
+At end of stream the exit status is checked: non-zero raises :class:`PipeCommandError` (a
+:class:`ShardOpenError`) with the exit code and the stderr tail; 141 (a shell reporting
+SIGPIPE) and death by SIGPIPE are ignored, as in webdataset. ``close()`` before the end sends
+SIGTERM to the process group, SIGKILL after :attr:`PipeConfig.grace` seconds, and reaps it.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, replace
+from typing import IO, Any, cast
+
+from wds_cloud.errors import ConfigError, ShardOpenError, UploadError
+
+SCHEMES = ("pipe",)
+
+_IGNORED_STATUS = (0, 141, -signal.SIGPIPE)
+_FALSE = ("0", "false", "no", "off")
+
+
+class PipeCommandError(ShardOpenError):
+    """A ``pipe:`` command exited with a non-zero status.
+
+    Attributes:
+        returncode: the exit status (negative: killed by that signal).
+        stderr_tail: the last bytes the command wrote to stderr, decoded.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        offset: int | None = None,
+        returncode: int | None = None,
+        stderr_tail: str = "",
+    ) -> None:
+        super().__init__(message, url=url, offset=offset)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+
+@dataclass(frozen=True)
+class PipeConfig:
+    """Settings for ``pipe:`` URLs; None fields are resolved from the environment.
+
+    Attributes:
+        allow: run ``pipe:`` commands at all (env ``WDS_CLOUD_ALLOW_PIPE``, ``WDS_SECURE``).
+        grace: seconds between SIGTERM and SIGKILL when a stream is closed early.
+        stderr_tail: how many trailing stderr bytes to keep for error messages.
+        exit_timeout: seconds to wait for the command to exit after its stdout ended.
+    """
+
+    allow: bool | None = None
+    grace: float | None = None
+    stderr_tail: int | None = None
+    exit_timeout: float | None = None
+
+    def resolved(self) -> PipeConfig:
+        """A copy with every None field filled from the environment or the default."""
+        allow = self.allow
+        if allow is None:
+            env = os.environ.get("WDS_CLOUD_ALLOW_PIPE")
+            if env is not None:
+                allow = env.strip().lower() not in _FALSE
+            else:
+                allow = os.environ.get("WDS_SECURE", "0").strip() in ("", "0")
+        return replace(
+            self,
+            allow=allow,
+            grace=2.0 if self.grace is None else self.grace,
+            stderr_tail=2048 if self.stderr_tail is None else self.stderr_tail,
+            exit_timeout=600.0 if self.exit_timeout is None else self.exit_timeout,
+        )
+
+
+class _StderrTail:
+    """Drains a pipe on a daemon thread, keeping only its last ``limit`` bytes."""
+
+    def __init__(self, pipe: IO[bytes], limit: int) -> None:
+        self._pipe = pipe
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._limit = limit
+        self._thread = threading.Thread(target=self._run, name="wds-pipe-stderr", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                chunk = self._pipe.read(65536)
+                if not chunk:
+                    break
+                self._chunks.append(chunk)
+                self._size += len(chunk)
+                while self._chunks and self._size - len(self._chunks[0]) >= self._limit:
+                    self._size -= len(self._chunks.popleft())
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._pipe.close()
+
+    def text(self, timeout: float = 5.0) -> str:
+        """The kept tail, decoded (after waiting for the command to close stderr)."""
+        self._thread.join(timeout)
+        data = b"".join(list(self._chunks))[-self._limit :]
+        return data.decode("utf-8", errors="replace").strip()
+
+
+def _start(command: str, *, stdin: int | None, stdout: int | None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        command,
+        shell=True,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        start_new_session=True,
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM the command's process group, SIGKILL after ``grace`` seconds, reap it."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _describe(status: int) -> str:
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exit status {status}"
+
+
+class PipeReader(io.RawIOBase):
+    """A running command's stdout as a raw stream; see the module docstring."""
+
+    def __init__(self, url: str, command: str, config: PipeConfig) -> None:
+        super().__init__()
+        self.url = url
+        self.command = command
+        self._config = config
+        self.position = 0
+        try:
+            self._proc = _start(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        except OSError as exc:
+            raise ShardOpenError(f"cannot start command {command!r}: {exc}", url=url) from exc
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        self._stdout = cast(io.RawIOBase, self._proc.stdout)  # bufsize=0: a FileIO
+        self._stderr = _StderrTail(self._proc.stderr, config.stderr_tail or 0)
+        self._finished = False
+
+    @property
+    def pid(self) -> int:
+        """The process id of the shell running the command (also its process group id)."""
+        return self._proc.pid
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._finished:
+            return 0
+        n = self._stdout.readinto(buffer) or 0
+        if n:
+            self.position += n
+            return n
+        self._finish()
+        return 0
+
+    def _finish(self) -> None:
+        self._finished = True
+        self._stdout.close()
+        try:
+            status = self._proc.wait(self._config.exit_timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(self._proc, self._config.grace or 0.0)
+            raise ShardOpenError(
+                f"command {self.command!r} closed its output but did not exit within "
+                f"{self._config.exit_timeout}s; killed it",
+                url=self.url,
+                offset=self.position,
+            ) from None
+        if status not in _IGNORED_STATUS:
+            tail = self._stderr.text()
+            raise PipeCommandError(
+                f"command {self.command!r} failed with {_describe(status)}"
+                + (f"; stderr: {tail}" if tail else "; no stderr output"),
+                url=self.url,
+                offset=self.position,
+                returncode=status,
+                stderr_tail=tail,
+            )
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        if not hasattr(self, "_stderr"):  # the constructor failed
+            super().close()
+            return
+        try:
+            self._stdout.close()
+            _kill_group(self._proc, self._config.grace or 0.0)
+            self._stderr.text(timeout=1.0)
+        finally:
+            super().close()
+
+
+class PipeWriter(io.RawIOBase):
+    """A command's stdin as a writable stream; ``close`` waits and checks its exit status."""
+
+    def __init__(self, url: str, command: str, config: PipeConfig) -> None:
+        super().__init__()
+        self.url = url
+        self.command = command
+        self._config = config
+        try:
+            self._proc = _start(command, stdin=subprocess.PIPE, stdout=None)
+        except OSError as exc:
+            raise UploadError(f"cannot start command {command!r}: {exc}", url=url) from exc
+        assert self._proc.stdin is not None and self._proc.stderr is not None
+        self._stdin = self._proc.stdin
+        self._stderr = _StderrTail(self._proc.stderr, config.stderr_tail or 0)
+        self._done = False
+
+    @property
+    def pid(self) -> int:
+        """The process id of the shell running the command."""
+        return self._proc.pid
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        try:
+            self._stdin.write(data)
+        except BrokenPipeError as exc:
+            self._done = True
+            status = self._proc.wait(self._config.exit_timeout)
+            raise self._error(f"command stopped reading its input ({_describe(status)})") from exc
+        return memoryview(data).nbytes
+
+    def _error(self, what: str) -> UploadError:
+        tail = self._stderr.text()
+        return UploadError(
+            f"{what}: {self.command!r}" + (f"; stderr: {tail}" if tail else ""), url=self.url
+        )
+
+    def abort(self) -> None:
+        """Kill the command without waiting for it to finish its work."""
+        if hasattr(self, "_stderr") and not self._done:
+            self._done = True
+            try:
+                self._stdin.close()
+            except OSError:
+                pass
+            _kill_group(self._proc, self._config.grace or 0.0)
+        super().close()
+
+    def close(self) -> None:
+        """Close the command's stdin, wait for it, raise :class:`UploadError` on failure."""
+        if not hasattr(self, "_stderr") or self._done:
+            super().close()
+            return
+        self._done = True
+        try:
+            self._stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            status = self._proc.wait(self._config.exit_timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(self._proc, 0.0)
+            super().close()
+            raise self._error(f"command did not exit within {self._config.exit_timeout}s") from None
+        super().close()
+        if status != 0:
+            raise self._error(f"command failed with {_describe(status)}")
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+
+
+class PipeOpener:
+    """Runs ``pipe:CMD`` URLs with ``sh -c``.
+
+    Args:
+        config: a :class:`PipeConfig`; fields left None come from the environment.
+        **overrides: individual :class:`PipeConfig` fields, e.g. ``allow=False``.
+    """
+
+    def __init__(self, config: PipeConfig | None = None, **overrides: Any) -> None:
+        self.config = replace(config or PipeConfig(), **overrides).resolved()
+
+    def _command(self, url: str) -> str:
+        if not url.startswith("pipe:"):
+            raise ConfigError(f"{url!r} is not a pipe: URL")
+        if not self.config.allow:
+            raise ConfigError(
+                f"pipe: URLs are disabled, refusing to run {url!r}; enable them with "
+                "PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1 (WDS_SECURE=1 disables them)"
+            )
+        command = url[len("pipe:") :]
+        if not command.strip():
+            raise ConfigError(f"pipe: URL {url!r} has no command")
+        return command
+
+    def open(self, url: str, **options: Any) -> PipeReader:
+        """Start the command and return its stdout as a stream.
+
+        Raises:
+            ConfigError: ``pipe:`` is disabled, or the command is empty.
+            ShardOpenError: the command could not be started; at end of stream,
+                :class:`PipeCommandError` when it exited with a non-zero status.
+        """
+        return PipeReader(url, self._command(url), self.config)
+
+    def create(self, url: str) -> PipeWriter:
+        """Start the command and return its stdin as a writable stream."""
+        return PipeWriter(url, self._command(url), self.config)
