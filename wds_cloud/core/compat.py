@@ -1,0 +1,161 @@
+"""``WebDataset``: the webdataset-compatible all-in-one dataset, and ``FluidWrapper``.
+
+Stage order (see ``docs/pipeline.md``)::
+
+    shard list -> seeded per-epoch shard shuffle -> node split -> worker split
+               -> tarfile_to_samples -> [sample-level split] -> check_empty
+
+Unlike webdataset 1.0.2 the shard shuffle runs *before* splitting, with the same seed on every
+rank, so each epoch the ranks together read every shard exactly once, in a new order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from wds_cloud.core.fluid import FluidInterface
+from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.core.pipeline import DataPipeline
+from wds_cloud.core.shards import (
+    ResampledShards,
+    ShardShuffle,
+    SimpleShardList,
+    single_node_only,
+    split_by_sample,
+    split_by_worker,
+)
+from wds_cloud.core.stages import check_empty
+from wds_cloud.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+_logged_no_shuffle = False
+
+
+def _default_seed() -> int:
+    value = os.environ.get("WDS_SEED") or os.environ.get("WDS_CLOUD_SEED")
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ConfigError(f"WDS_SEED must be an integer, got {value!r}") from exc
+
+
+class WebDataset(DataPipeline, FluidInterface):
+    """Read WebDataset shards as samples, with the fluid methods (``.shuffle().decode()``).
+
+    Args:
+        urls: ``"shards-{000..099}.tar"`` (braces, ``::``), a list of URLs, or a glob/prefix
+            (``"s3://bucket/train/*.tar"``, ``"gs://bucket/train/"``) listed via
+            ``wds_cloud.listing``.
+        handler: error policy for opening, reading and grouping.
+        resampled: draw shards with replacement forever (per reader, seeded); shard shuffle and
+            node/worker splitting are then not applied.
+        shardshuffle: ``None``/``False``/``0``: shards in order; ``True`` or an int: a full
+            seeded permutation of the shard list, new each epoch, identical on every rank.
+        cache_dir: cache remote shards in this directory while streaming them.
+        cache_size: cache bound in bytes.
+        detshuffle: accepted for compatibility: the shard shuffle is always deterministic.
+        nodesplitter: how shards are divided among ranks (``split_by_node`` for DDP).
+        workersplitter: how a rank's shards are divided among DataLoader workers.
+        select_files: keep only tar members for which this returns True.
+        rename_files: map member names before grouping.
+        empty_check: raise if a reader yields no sample.
+        seed: shard-shuffle / resampling seed (``None``: ``$WDS_SEED`` or 0); must be equal on
+            every rank.
+        registry: opener registry (default: the built-in one).
+        split_samples: split at sample level instead of by shard: every reader reads all
+            shards and keeps samples ``i % (world * workers) == slot``.
+        split_by: ``"shard"`` (default) or ``"sample"`` (same as ``split_samples=True``).
+        mode: ``"resampled"`` is the same as ``resampled=True``.
+        repeat, url_to_name, verbose: accepted and ignored, as in webdataset 1.0.2.
+        **open_options: passed to the backend opener (e.g. ``etl="name"`` for ``ais://``).
+
+    Raises:
+        ConfigError: no shards, bad arguments.
+    """
+
+    def __init__(
+        self,
+        urls: str | Iterable[str],
+        handler: Callable[[BaseException], bool] = reraise_exception,
+        mode: str | None = None,
+        resampled: bool = False,
+        repeat: bool = False,
+        shardshuffle: bool | int | None = None,
+        cache_size: int | None = None,
+        cache_dir: str | None = None,
+        url_to_name: Any = None,
+        detshuffle: bool = False,
+        nodesplitter: Callable[..., Any] | None = single_node_only,
+        workersplitter: Callable[..., Any] | None = split_by_worker,
+        select_files: Callable[[str], bool] | None = None,
+        rename_files: Callable[[str], str] | None = None,
+        empty_check: bool = True,
+        verbose: bool = False,
+        seed: int | None = None,
+        registry: Any = None,
+        split_samples: bool = False,
+        split_by: str = "shard",
+        **open_options: Any,
+    ) -> None:
+        super().__init__()
+        from wds_cloud.core.samples import tarfile_to_samples
+
+        if isinstance(urls, dict) or (
+            isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))
+        ):
+            raise ConfigError(
+                f"WebDataset({urls!r}): YAML/JSON dataset specifications are not supported; "
+                "pass shard URLs, a brace pattern, a glob or a prefix"
+            )
+        if split_by not in ("shard", "sample"):
+            raise ConfigError(f"split_by must be 'shard' or 'sample', got {split_by!r}")
+        resampled = resampled or mode == "resampled"
+        self.split_samples = split_samples or split_by == "sample"
+        self.seed = _default_seed() if seed is None else int(seed)
+        if resampled:
+            if shardshuffle not in (None, False, 0):
+                log.warning("WebDataset(shardshuffle=...) is ignored for resampled datasets")
+            self.append(ResampledShards(urls, seed=self.seed, deterministic=True))
+        else:
+            self.append(SimpleShardList(urls))
+            if shardshuffle is None:
+                global _logged_no_shuffle
+                if not _logged_no_shuffle:
+                    _logged_no_shuffle = True
+                    log.info("WebDataset: shardshuffle not set; shards are read in order")
+            elif shardshuffle is True or (shardshuffle is not False and int(shardshuffle) > 0):
+                self.append(ShardShuffle(seed=self.seed))
+            if not self.split_samples:
+                if nodesplitter is not None:
+                    self.append(nodesplitter)
+                if workersplitter is not None:
+                    self.append(workersplitter)
+        self.append(
+            tarfile_to_samples(
+                handler=handler,
+                select_files=select_files,
+                rename_files=rename_files,
+                registry=registry,
+                cache_dir=cache_dir,
+                cache_size=cache_size,
+                local_paths=True,
+                **open_options,
+            )
+        )
+        if self.split_samples and not resampled:
+            self.append(split_by_sample)
+        if empty_check:
+            self.append(check_empty)
+
+
+class FluidWrapper(DataPipeline, FluidInterface):
+    """Give any iterable (a dataset, a DataLoader) the fluid methods."""
+
+    def __init__(self, initial: Any) -> None:
+        super().__init__(initial)

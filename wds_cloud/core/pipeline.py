@@ -1,0 +1,195 @@
+"""``DataPipeline``: a source followed by stages, iterated lazily (webdataset-compatible).
+
+A stage is any of: an object with ``run(src)``; a list (its items become the stream); a
+callable taking the upstream iterator (curried stages, plain generator functions); or, as the
+first stage only, an iterable (a shard list, a dataset, a DataLoader) or a callable taking no
+arguments. The pytorch package subclasses this class with ``torch.utils.data.IterableDataset``;
+this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from wds_cloud.errors import ConfigError
+
+
+def invoke_stage(f: Any, *src: Any) -> Iterator[Any]:
+    """Run one pipeline stage on ``src`` (nothing for the first stage).
+
+    Raises:
+        ConfigError: ``f`` is not a valid stage.
+    """
+    if hasattr(f, "run") and not isinstance(f, type):
+        return f.run(*src)
+    if isinstance(f, list):
+        return iter(f)
+    if not src and hasattr(f, "__iter__"):
+        return iter(f)
+    if callable(f):
+        return f(*src)
+    raise ConfigError(f"{f!r} is not a valid pipeline stage (need a callable, iterable or .run)")
+
+
+class DataPipeline:
+    """A pipeline of stages, iterated lazily; each ``iter()`` runs the stages afresh.
+
+    Args:
+        *stages: the source and the stages; ``None`` is ignored, lists are flattened.
+
+    Attributes:
+        pipeline: the list of stages (introspect with :meth:`stage`).
+        repetitions: passes per ``iter()`` (see :meth:`repeat`, :meth:`with_epoch`).
+        nsamples: cap on items per ``iter()`` (``-1``: none).
+        per_rank: whether ``nsamples`` is the total for all DataLoader workers of this rank.
+        size: the value of ``len()``, set by :meth:`with_length`.
+    """
+
+    def __init__(self, *stages: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline: list[Any] = []
+        self.repetitions = 1
+        self.nsamples = -1
+        self.per_rank = False
+        self.size: int | None = None
+        for stage in stages:
+            if stage is None:
+                continue
+            if isinstance(stage, list):
+                self.pipeline.extend(stage)
+            else:
+                self.pipeline.append(stage)
+
+    # -- iteration -------------------------------------------------------------------------
+
+    def iterator1(self) -> Iterator[Any]:
+        """One pass through the stages."""
+        if not self.pipeline:
+            raise ConfigError("DataPipeline has no stages")
+        source = invoke_stage(self.pipeline[0])
+        for step in self.pipeline[1:]:
+            source = invoke_stage(step, source)
+        return source
+
+    def iterator(self) -> Iterator[Any]:
+        """``repetitions`` passes; stops early if a pass yields nothing."""
+        for _ in range(self.repetitions):
+            count = 0
+            for sample in self.iterator1():
+                yield sample
+                count += 1
+            if count == 0:
+                break
+
+    def epoch_size(self) -> int:
+        """Items this iterator yields per epoch (``-1``: unlimited), after the per-rank split.
+
+        With ``with_epoch(n, per_rank=True)`` DataLoader worker ``w`` of ``W`` gets
+        ``n // W + (w < n % W)``, so the loader yields exactly ``n`` per rank.
+        """
+        n = self.nsamples
+        if n > 0 and self.per_rank:
+            from wds_cloud.core.shards import dataloader_worker_info
+
+            worker, nworkers = dataloader_worker_info()
+            n = n // nworkers + (1 if worker < n % nworkers else 0)
+            if n == 0:
+                return 0
+        return n
+
+    def __iter__(self) -> Iterator[Any]:
+        n = self.epoch_size()
+        if n == 0 and self.nsamples > 0:
+            return iter(())
+        if n > 0:
+            return itertools.islice(self.iterator(), n)
+        return self.iterator()
+
+    # -- composition -----------------------------------------------------------------------
+
+    def stage(self, i: int) -> Any:
+        """Return stage ``i``."""
+        return self.pipeline[i]
+
+    def append(self, f: Any) -> None:
+        """Append a stage in place."""
+        self.pipeline.append(f)
+
+    def compose(self, *stages: Any) -> Any:
+        """Return a shallow copy with ``stages`` appended (the original is unchanged)."""
+        result = copy.copy(self)
+        result.pipeline = list(self.pipeline)
+        for stage in stages:
+            result.append(stage)
+        return result
+
+    # -- epochs and length -----------------------------------------------------------------
+
+    def with_epoch(self, nsamples: int = -1, nbatches: int = -1, *, per_rank: bool = False) -> Any:
+        """Make every ``iter()`` yield exactly ``max(nsamples, nbatches)`` items, restarting the
+        pipeline when it runs dry (modifies and returns ``self``).
+
+        By default (as webdataset) the count is per iterator, so inside a DataLoader with ``W``
+        workers a rank yields ``W * n``. With ``per_rank=True`` ``n`` is divided among the
+        workers so the loader yields exactly ``n`` per rank.
+        """
+        self.repetitions = sys.maxsize
+        self.nsamples = max(nsamples, nbatches)
+        self.per_rank = per_rank
+        return self
+
+    def repeat(self, nepochs: int = -1, nbatches: int = -1) -> Any:
+        """Repeat ``nepochs`` passes (forever if ``<= 0``), capped at ``nbatches`` items."""
+        self.repetitions = nepochs if nepochs > 0 else sys.maxsize
+        self.nsamples = nbatches
+        return self
+
+    def with_length(self, n: int, silent: bool = False) -> Any:
+        """Make ``len()`` return ``n`` (modifies and returns ``self``; pickles under spawn).
+
+        This does not change how many samples an epoch yields; combine with ``with_epoch``.
+        """
+        self.size = int(n)
+        return self
+
+    def __len__(self) -> int:
+        if self.size is None:
+            raise TypeError(
+                f"{type(self).__name__} has no length; use .with_length(n) (and .with_epoch(n))"
+            )
+        return self.size
+
+    def __bool__(self) -> bool:
+        return True
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch on every stage that has ``set_epoch`` (shard shuffles, resamplers)."""
+        for stage in self.pipeline:
+            if isinstance(stage, type):
+                continue
+            if hasattr(stage, "set_epoch"):
+                stage.set_epoch(epoch)
+            elif hasattr(getattr(stage, "dataset", None), "set_epoch"):
+                stage.dataset.set_epoch(epoch)  # a DataLoader as the source (WebLoader)
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Call ``close()`` on every stage that has one."""
+        for stage in self.pipeline:
+            if hasattr(stage, "close") and not isinstance(stage, type):
+                stage.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        inner = ",\n  ".join(repr(s) for s in self.pipeline)
+        return f"{type(self).__name__}(\n  {inner}\n)"

@@ -1,0 +1,303 @@
+"""Shard lists and how they are divided among nodes and DataLoader workers.
+
+Rank and world size come from the environment variables ``RANK``/``WORLD_SIZE`` when both are
+set, else from ``torch.distributed`` when it is initialised; the worker index from
+``WORKER``/``NUM_WORKERS``, else ``torch.utils.data.get_worker_info()``. Torch is consulted only
+if the program already imported it: this module never imports torch.
+
+Seeds are derived with :func:`wds_cloud.core.shuffle.stable_seed` (blake2b), so they do not
+depend on ``PYTHONHASHSEED`` or the process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from wds_cloud.core.shuffle import buffer_shuffle, stable_seed
+from wds_cloud.errors import ConfigError
+from wds_cloud.urls import expand_urls
+
+
+def _env_pair(a: str, b: str) -> tuple[int, int] | None:
+    if a in os.environ and b in os.environ:
+        try:
+            return int(os.environ[a]), int(os.environ[b])
+        except ValueError as exc:
+            raise ConfigError(
+                f"{a}={os.environ[a]!r} / {b}={os.environ[b]!r} must be integers"
+            ) from exc
+    return None
+
+
+def node_info(group: Any = None) -> tuple[int, int]:
+    """Return ``(rank, world_size)`` of this process (``(0, 1)`` when not distributed)."""
+    pair = _env_pair("RANK", "WORLD_SIZE")
+    if pair is not None:
+        return pair
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        group = group or dist.group.WORLD
+        return dist.get_rank(group=group), dist.get_world_size(group=group)
+    return 0, 1
+
+
+def dataloader_worker_info() -> tuple[int, int]:
+    """Return ``(worker, num_workers)`` of this DataLoader worker (``(0, 1)`` outside one)."""
+    pair = _env_pair("WORKER", "NUM_WORKERS")
+    if pair is not None:
+        return pair
+    data = sys.modules.get("torch.utils.data")
+    if data is not None:
+        info = data.get_worker_info()
+        if info is not None:
+            return info.id, info.num_workers
+    return 0, 1
+
+
+def worker_info(group: Any = None) -> tuple[int, int, int, int]:
+    """Return ``(rank, world_size, worker, num_workers)`` (webdataset ``pytorch_worker_info``)."""
+    rank, world = node_info(group)
+    worker, nworkers = dataloader_worker_info()
+    return rank, world, worker, nworkers
+
+
+def worker_seed(group: Any = None) -> int:
+    """Default per-reader seed: ``rank * 1000 + worker`` (as webdataset)."""
+    rank, _, worker, _ = worker_info(group)
+    return rank * 1000 + worker
+
+
+def _expand(urls: str | Iterable[str]) -> list[str]:
+    if isinstance(urls, str) and (urls.endswith("/") or any(c in urls for c in "*?[")):
+        from wds_cloud.listing import list_shards  # written by the listing helper
+
+        return list(list_shards(urls))
+    return expand_urls(urls)
+
+
+class SimpleShardList:
+    """The shard URLs, in order, as ``{"url": ...}`` dicts.
+
+    Args:
+        urls: a brace/``::`` pattern, a glob or prefix ending in ``/`` (listed through
+            ``wds_cloud.listing``), or a list of URLs.
+        seed: if given, every pass yields the list shuffled with this seed (``True``: time).
+    """
+
+    def __init__(self, urls: str | Iterable[str], seed: int | bool | None = None) -> None:
+        self.urls = _expand(urls)
+        if not self.urls:
+            raise ConfigError(f"no shards in {urls!r}")
+        self.seed = int(time.time()) if seed is True else seed
+
+    def __len__(self) -> int:
+        return len(self.urls)
+
+    def __iter__(self) -> Iterator[dict[str, str]]:
+        urls = list(self.urls)
+        if self.seed is not None and self.seed is not False:
+            random.Random(self.seed).shuffle(urls)
+        for url in urls:
+            yield {"url": url}
+
+    def __repr__(self) -> str:
+        return f"SimpleShardList({len(self.urls)} shards, first={self.urls[0]!r})"
+
+
+class ResampledShards:
+    """An endless (or ``nshards`` long) stream of shards drawn with replacement.
+
+    Each reader (rank, worker) draws its own stream. With ``deterministic=True`` the stream is a
+    function of ``(seed, worker_seed(), epoch)`` only, identical across runs and independent of
+    ``PYTHONHASHSEED``; otherwise the pid, time and ``os.urandom`` are mixed in (as webdataset).
+    ``epoch`` advances on every pass and can be set with :meth:`set_epoch`.
+
+    Args:
+        urls: as for :class:`SimpleShardList`.
+        nshards: shards per pass.
+        seed: base seed.
+        worker_seed: callable giving the per-reader seed; default ``rank * 1000 + worker``.
+        deterministic: see above.
+        empty_check: raise if ``urls`` expands to nothing.
+
+    Raises:
+        ConfigError: no shards.
+    """
+
+    def __init__(
+        self,
+        urls: str | Iterable[str],
+        nshards: int = sys.maxsize,
+        seed: int = 0,
+        worker_seed: Callable[[], int] | None = None,
+        deterministic: bool = False,
+        empty_check: bool = True,
+        max_urls: int = 10**6,
+    ) -> None:
+        self.urls = _expand(urls)[:max_urls]
+        if empty_check and not self.urls:
+            raise ConfigError(f"no shards in {urls!r} (ResampledShards)")
+        self.nshards = nshards
+        self.seed = seed
+        self.worker_seed = worker_seed
+        self.deterministic = deterministic
+        self.epoch = -1
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass use ``epoch``."""
+        self.epoch = epoch - 1
+
+    def __iter__(self) -> Iterator[dict[str, str]]:
+        self.epoch += 1
+        wseed = self.worker_seed() if self.worker_seed is not None else worker_seed()
+        parts: list[int | str] = [self.seed, wseed, self.epoch]
+        if not self.deterministic:
+            parts += [os.getpid(), time.time_ns(), os.urandom(8).hex()]
+        rng = random.Random(stable_seed(*parts))
+        urls = self.urls
+        n = len(urls)
+        for _ in range(self.nshards):
+            yield {"url": urls[rng.randrange(n)]}
+
+
+ResampledShardList = ResampledShards
+
+
+class ShardShuffle:
+    """Seeded shard shuffle that changes every epoch and is the same on every rank.
+
+    Put it *before* node/worker splitting (``WebDataset`` does): every rank computes the same
+    permutation for the same ``(seed, epoch)``, so the union of what the ranks read is exactly
+    the shard list, in a new order each epoch. ``epoch`` advances on every pass; ``set_epoch(n)``
+    makes the next pass use ``n``. With non-persistent DataLoader workers the dataset is copied
+    into the workers at each ``iter(loader)``, so call ``dataset.set_epoch(n)`` in the main
+    process before that.
+
+    Args:
+        seed: base seed; must be the same on every rank.
+        epoch: epoch of the first pass.
+        bufsize: ``None`` for a full permutation of the (finite) list; an int for a buffer
+            shuffle that also works on endless sources.
+    """
+
+    def __init__(self, seed: int = 0, epoch: int = 0, bufsize: int | None = None) -> None:
+        self.seed = seed
+        self.epoch = epoch
+        self.bufsize = bufsize
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass use ``epoch``."""
+        self.epoch = epoch
+
+    def run(self, src: Iterable[Any]) -> Iterator[Any]:
+        """Shuffle ``src`` for the current epoch, then advance the epoch."""
+        rng = random.Random(stable_seed("shards", self.seed, self.epoch))
+        self.epoch += 1
+        if self.bufsize is not None:
+            return buffer_shuffle(src, self.bufsize, self.bufsize, rng)
+        items = list(src)
+        rng.shuffle(items)
+        return iter(items)
+
+    def __repr__(self) -> str:
+        return f"ShardShuffle(seed={self.seed}, epoch={self.epoch}, bufsize={self.bufsize})"
+
+
+def shuffle_shards(seed: int = 0, epoch: int = 0, bufsize: int | None = None) -> ShardShuffle:
+    """Stage factory for :class:`ShardShuffle`."""
+    return ShardShuffle(seed=seed, epoch=epoch, bufsize=bufsize)
+
+
+def _head(src: Iterable[Any], n: int) -> tuple[list[Any], Iterator[Any]]:
+    it = iter(src)
+    return list(itertools.islice(it, n)), it
+
+
+def _too_few(nshards: int, world: int, nworkers: int) -> ConfigError:
+    return ConfigError(
+        f"{nshards} shard(s) for world size {world} x {nworkers} DataLoader worker(s) = "
+        f"{world * nworkers} readers: every reader needs at least one shard. Use more shards "
+        "(or fewer workers/ranks), resampled=True, or WebDataset(..., split_samples=True) to "
+        "split at sample level"
+    )
+
+
+def split_by_node(src: Iterable[Any], group: Any = None) -> Iterator[Any]:
+    """Keep every ``world``-th shard starting at this rank.
+
+    Raises:
+        ConfigError: fewer shards than ``world_size * num_workers`` (some reader would be idle),
+            naming the numbers.
+    """
+    rank, world, _, nworkers = worker_info(group)
+    head, rest = _head(src, world * nworkers)
+    if len(head) < world * nworkers:
+        raise _too_few(len(head), world, nworkers)
+    it = itertools.chain(head, rest)
+    if world > 1:
+        return itertools.islice(it, rank, None, world)
+    return it
+
+
+def split_by_worker(src: Iterable[Any]) -> Iterator[Any]:
+    """Keep every ``num_workers``-th shard starting at this DataLoader worker.
+
+    Raises:
+        ConfigError: fewer shards than workers, naming the numbers.
+    """
+    worker, nworkers = dataloader_worker_info()
+    if nworkers <= 1:
+        return iter(src)
+    head, rest = _head(src, nworkers)
+    if len(head) < nworkers:
+        rank, world = node_info()
+        if world > 1:
+            raise ConfigError(
+                f"rank {rank} of world size {world} got {len(head)} shard(s) for {nworkers} "
+                "DataLoader worker(s): every worker needs at least one shard. Use more shards, "
+                "resampled=True, or split_samples=True"
+            )
+        raise _too_few(len(head), world, nworkers)
+    return itertools.islice(itertools.chain(head, rest), worker, None, nworkers)
+
+
+def single_node_only(src: Iterable[Any], group: Any = None) -> Iterator[Any]:
+    """Pass shards through; refuse to run with more than one rank.
+
+    Raises:
+        ConfigError: world size > 1 (use ``nodesplitter=split_by_node``).
+    """
+    rank, world = node_info(group)
+    if world > 1:
+        raise ConfigError(
+            f"world size is {world} (rank {rank}) but the pipeline has no node splitter: pass "
+            "nodesplitter=wds.split_by_node (or split_samples=True, or resampled=True)"
+        )
+    return iter(src)
+
+
+def _split_by_sample(src: Iterable[Any], group: Any = None) -> Iterator[Any]:
+    rank, world, worker, nworkers = worker_info(group)
+    nslots = world * nworkers
+    if nslots == 1:
+        yield from src
+        return
+    slot = rank * nworkers + worker
+    for i, sample in enumerate(src):
+        if i % nslots == slot:
+            yield sample
+
+
+def split_by_sample(src: Iterable[Any], group: Any = None) -> Iterator[Any]:
+    """Keep samples ``i`` with ``i % (world * num_workers) == rank * num_workers + worker``.
+
+    Every reader must see the same sample stream (all shards, same order), so use it after the
+    samples stage and without node/worker shard splitting.
+    """
+    return _split_by_sample(src, group)
