@@ -1,0 +1,150 @@
+"""Collation: turn a list of samples (dicts or tuples) into one batch.
+
+:func:`default_collation_fn` behaves like webdataset's (numpy batches, torch tensors stacked
+with torch); :func:`torch_collate` makes torch tensors of every array/number column, for
+batching in a ``WebLoader``. Torch is never imported here unless a torch batch is built.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from wds_cloud.errors import SampleError
+
+__all__ = ["default_collation_fn", "torch_collate"]
+
+
+def _is_tensor(x: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _check_shapes(column: Any, values: Sequence[Any]) -> None:
+    first = values[0].shape
+    for v in values:
+        if v.shape != first:
+            shapes = sorted({tuple(x.shape) for x in values})
+            raise SampleError(
+                f"collation: column {column!r} has values of different shapes {shapes}; "
+                "all shapes must be equal to stack them"
+            )
+
+
+def _combine(column: Any, values: list[Any], combine_tensors: bool, combine_scalars: bool) -> Any:
+    first = values[0]
+    if isinstance(first, int | float):
+        return np.array(values) if combine_scalars else values
+    if _is_tensor(first):
+        if not combine_tensors:
+            return values
+        import torch
+
+        _check_shapes(column, values)
+        return torch.stack(values)
+    if isinstance(first, np.ndarray):
+        if not combine_tensors:
+            return values
+        _check_shapes(column, values)
+        return np.stack(values)
+    return values
+
+
+def _columns(samples: Sequence[Any]) -> tuple[list[Any], list[list[Any]], bool]:
+    """Return (column names, column values, is_tuple) for dict or tuple/list samples."""
+    if not samples:
+        raise SampleError("collation: cannot collate an empty list of samples")
+    first = samples[0]
+    if isinstance(first, dict):
+        names = list(first)
+        keyset = set(names)
+        for s in samples:
+            if not isinstance(s, dict) or s.keys() != keyset:
+                got = sorted(s) if isinstance(s, dict) else type(s).__name__
+                raise SampleError(
+                    f"collation: samples have different keys: {sorted(keyset)} vs {got}",
+                    key=s.get("__key__") if isinstance(s, dict) else None,
+                )
+        return names, [[s[n] for s in samples] for n in names], False
+    if isinstance(first, list | tuple):
+        width = len(first)
+        for s in samples:
+            if not isinstance(s, list | tuple) or len(s) != width:
+                raise SampleError(
+                    f"collation: tuple samples of different lengths ({width} and "
+                    f"{len(s) if isinstance(s, list | tuple) else type(s).__name__})"
+                )
+        return list(range(width)), [list(col) for col in zip(*samples, strict=True)], True
+    raise SampleError(f"collation: samples must be dicts or tuples, got {type(first).__name__}")
+
+
+def default_collation_fn(
+    samples: Sequence[Any], combine_tensors: bool = True, combine_scalars: bool = True
+) -> Any:
+    """Collate samples into a batch, as webdataset does.
+
+    Tuples (and lists) come back as a tuple of columns, dicts as a dict of columns. In each
+    column: ints/floats become an ``np.array`` (``combine_scalars``), numpy arrays are stacked
+    into one array and torch tensors with ``torch.stack`` (``combine_tensors``; shapes must
+    match), anything else becomes a list.
+
+    Args:
+        samples: the samples of one batch (all dicts with the same keys, or all tuples of the
+            same length).
+        combine_tensors: stack arrays and tensors.
+        combine_scalars: turn numbers into numpy arrays.
+
+    Raises:
+        SampleError: mismatching keys, lengths or shapes.
+    """
+    names, columns, is_tuple = _columns(samples)
+    combined = [
+        _combine(n, c, combine_tensors, combine_scalars)
+        for n, c in zip(names, columns, strict=True)
+    ]
+    if is_tuple:
+        return tuple(combined)
+    return dict(zip(names, combined, strict=True))
+
+
+def _torch_combine(column: Any, values: list[Any]) -> Any:
+    import torch
+
+    first = values[0]
+    if isinstance(first, torch.Tensor):
+        _check_shapes(column, values)
+        return torch.stack(values)
+    if isinstance(first, np.ndarray | np.number | np.bool_):
+        if isinstance(first, np.ndarray):
+            _check_shapes(column, values)
+        stacked = np.stack(values) if isinstance(first, np.ndarray) else np.array(values)
+        if stacked.dtype.kind in "biufc":
+            return torch.from_numpy(stacked)
+        return values
+    if isinstance(first, bool | int | float) and all(
+        isinstance(v, bool | int | float) for v in values
+    ):
+        return torch.tensor(values)
+    return values
+
+
+def torch_collate(samples: Sequence[Any]) -> Any:
+    """Collate samples into torch tensors (arrays, tensors, numbers); other values stay lists.
+
+    Used as the default ``collation_fn`` of ``WebLoader.batched``. Dicts come back as dicts,
+    tuples as tuples.
+
+    Raises:
+        SampleError: mismatching keys, lengths or shapes.
+    """
+    names, columns, is_tuple = _columns(samples)
+    combined = [_torch_combine(n, c) for n, c in zip(names, columns, strict=True)]
+    if is_tuple:
+        return tuple(combined)
+    return dict(zip(names, combined, strict=True))
+
+
+Collate = Callable[[Sequence[Any]], Any]

@@ -1,0 +1,506 @@
+"""Extension-keyed sample decoders, compatible with ``webdataset.autodecode`` (1.0.2).
+
+A decoder handler is any callable ``f(key, data)`` that receives the sample key with a leading
+dot (``".jpg"``, ``".seg.png"``) and the raw bytes, and returns ``None`` ("not mine"), a
+:class:`Continue` (re-dispatch ``data`` under a new key, which is how ``.gz`` works) or the
+decoded value. :class:`Decoder` runs ``pre + handlers + post`` (by default
+``[gzfilter] + handlers + [basichandlers]``) over every non-``__`` key of a sample.
+
+Unlike webdataset, the built-in handlers (:data:`basichandlers`, :data:`gzfilter`,
+:func:`handle_extension`, :class:`~wds_cloud.core.imagedecode.ImageHandler`) are
+:class:`KeyedHandler` objects: whether they apply depends on the key only, so a
+:class:`Decoder` works out once per distinct key which function decodes it and afterwards
+dispatches with one dict lookup (no per-sample regex, no per-call import).
+
+Environment (read when a value is decoded):
+
+- ``WDS_SECURE=1`` / ``WDS_CLOUD_SECURE=1``: refuse ``pkl``/``pickle``/``pyd`` and ``pth``.
+- ``WDS_PYTORCH_WEIGHTS_ONLY=1`` / ``WDS_CLOUD_PYTORCH_WEIGHTS_ONLY=1``: ``torch.load`` with
+  ``weights_only=True`` (default ``False``, as in webdataset).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from wds_cloud.core.curry import FilterFunction
+from wds_cloud.core.handlers import Handler, reraise_exception
+from wds_cloud.errors import ConfigError, SampleError
+
+Decode = Callable[[bytes], Any]
+
+__all__ = [
+    "Continue",
+    "Decoder",
+    "DecodingError",
+    "KeyedHandler",
+    "basichandlers",
+    "decode",
+    "decoders",
+    "gzfilter",
+    "handle_extension",
+]
+
+
+class DecodingError(SampleError):
+    """Decoding one field of a sample failed.
+
+    Attributes:
+        url: the shard URL of the sample (``__url__``).
+        key: the sample key (``__key__``).
+        k: the field (member extension) that failed, e.g. ``"json"``.
+        sample: the undecoded sample (not kept when the error is pickled).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        key: str | None = None,
+        k: str | None = None,
+        sample: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, url=url, key=key)
+        self.k = k
+        self.sample = sample
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {k: v for k, v in self.__dict__.items() if k != "sample"}
+        return (type(self), self.args, state)
+
+
+class Continue:
+    """Returned by a handler to re-dispatch ``data`` under ``key`` (e.g. after gunzip).
+
+    Args:
+        key: the new key, with its leading dot (``".txt"``).
+        data: the new raw data.
+    """
+
+    __slots__ = ("data", "key")
+
+    def __init__(self, key: str, data: bytes) -> None:
+        self.key = key
+        self.data = data
+
+
+class KeyedHandler:
+    """A handler whose applicability depends on the key alone.
+
+    Subclasses implement :meth:`resolve`; :class:`Decoder` calls it once per distinct key and
+    caches the answer. A subclass that overrides ``__call__`` is treated like any other
+    callable (called for every value), so custom behaviour is never bypassed.
+    """
+
+    def resolve(self, key: str) -> Decode | None:
+        """Return the function that decodes values stored under ``key``, or None.
+
+        Args:
+            key: the sample key with a leading dot, e.g. ``".seg.png"``.
+        """
+        raise NotImplementedError
+
+    def __call__(self, key: str, data: bytes) -> Any:
+        """Decode ``data`` when ``key`` is handled here; None otherwise."""
+        fn = self.resolve(key)
+        return None if fn is None else fn(data)
+
+
+def _flag(*names: str) -> bool:
+    return any(os.environ.get(name, "0").strip() not in ("", "0") for name in names)
+
+
+def _secure() -> bool:
+    return _flag("WDS_SECURE", "WDS_CLOUD_SECURE")
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8")
+
+
+def _int(data: bytes) -> int:
+    return int(data)
+
+
+def _json(data: bytes) -> Any:
+    return json.loads(data)
+
+
+def _unpickle(data: bytes) -> Any:
+    if _secure():
+        raise SampleError("refusing to unpickle: secure mode is on (WDS_SECURE/WDS_CLOUD_SECURE=1)")
+    return pickle.loads(data)
+
+
+def _torch_load(data: bytes) -> Any:
+    if _secure():
+        raise SampleError("refusing torch.load: secure mode is on (WDS_SECURE/WDS_CLOUD_SECURE=1)")
+    import torch  # lazily: only .pth values need it
+
+    weights_only = _flag("WDS_PYTORCH_WEIGHTS_ONLY", "WDS_CLOUD_PYTORCH_WEIGHTS_ONLY")
+    return torch.load(io.BytesIO(data), weights_only=weights_only, map_location="cpu")
+
+
+def _tenbin(data: bytes) -> list[np.ndarray]:
+    from wds_cloud.core import tenbin
+
+    return tenbin.decode_buffer(data)
+
+
+def _msgpack(data: bytes) -> Any:
+    import msgpack
+
+    return msgpack.unpackb(data)
+
+
+def _npy(data: bytes) -> np.ndarray:
+    return np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
+
+
+def _npz(data: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        return dict(archive)
+
+
+def _cbor(data: bytes) -> Any:
+    import cbor2
+
+    return cbor2.loads(data)
+
+
+decoders: dict[str, Decode] = {
+    "txt": _text,
+    "text": _text,
+    "transcript": _text,
+    "cls": _int,
+    "cls2": _int,
+    "index": _int,
+    "inx": _int,
+    "id": _int,
+    "json": _json,
+    "jsn": _json,
+    "pkl": _unpickle,
+    "pickle": _unpickle,
+    "pyd": _unpickle,
+    "pth": _torch_load,
+    "ten": _tenbin,
+    "tb": _tenbin,
+    "mp": _msgpack,
+    "msg": _msgpack,
+    "msgpack": _msgpack,
+    "npy": _npy,
+    "npz": _npz,
+    "cbor": _cbor,
+}
+"""Extension (last dot-component of the key) -> decoding function used by basichandlers."""
+
+
+class BasicHandlers(KeyedHandler):
+    """Decode the basic types by the key's last extension (see :data:`decoders`).
+
+    Args:
+        table: extension -> function; defaults to the module's :data:`decoders`.
+    """
+
+    def __init__(self, table: dict[str, Decode] | None = None) -> None:
+        self.table = decoders if table is None else table
+
+    def resolve(self, key: str) -> Decode | None:
+        """Return the decoder for the last extension of ``key``, or None."""
+        return self.table.get(key.rpartition(".")[2])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.table is decoders:
+            return (_basichandlers, ())
+        return (BasicHandlers, (self.table,))
+
+
+def _basichandlers() -> BasicHandlers:
+    return basichandlers
+
+
+class _Gunzip:
+    """Gunzip ``data`` and continue under ``key`` (picklable, no closure)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __call__(self, data: bytes) -> Continue:
+        return Continue(self.key, gzip.decompress(data))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Gunzip, (self.key,))
+
+
+class GzFilter(KeyedHandler):
+    """Gunzip values whose key ends in ``.gz`` and re-dispatch them on the rest of the key."""
+
+    def resolve(self, key: str) -> Decode | None:
+        """Return a gunzip step for ``*.gz`` keys, else None."""
+        if key.endswith(".gz"):
+            return _Gunzip(key[:-3])
+        return None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_gzfilter, ())
+
+
+def _gzfilter() -> GzFilter:
+    return gzfilter
+
+
+basichandlers = BasicHandlers()
+gzfilter = GzFilter()
+
+
+class ExtensionHandler(KeyedHandler):
+    """Call ``f(data)`` for keys ending in one of ``extensions`` (see handle_extension)."""
+
+    def __init__(self, extensions: str | Iterable[str], f: Decode) -> None:
+        if isinstance(extensions, str):
+            extensions = extensions.split()
+        self.extensions = [tuple(e.lower().split(".")) for e in extensions]
+        self.f = f
+
+    def resolve(self, key: str) -> Decode | None:
+        """Return ``f`` when the key's trailing components match an extension."""
+        parts = key.lower().split(".")
+        for target in self.extensions:
+            if len(target) <= len(parts) and tuple(parts[-len(target) :]) == target:
+                return self.f
+        return None
+
+
+def handle_extension(extensions: str | Iterable[str], f: Decode) -> ExtensionHandler:
+    """Return a handler that calls ``f(data)`` for the given extensions.
+
+    Extensions are space separated and may contain dots: ``"seg.png"`` matches only keys that
+    end in ``seg.png``. Matching is case-insensitive.
+
+    Args:
+        extensions: e.g. ``"jpg jpeg"`` or ``["seg.png"]``.
+        f: decoding function taking the raw bytes.
+    """
+    return ExtensionHandler(extensions, f)
+
+
+class _Generic:
+    """A plain handler ``f(key, data)`` in a decoding plan."""
+
+    __slots__ = ("f",)
+
+    def __init__(self, f: Callable[[str, bytes], Any]) -> None:
+        self.f = f
+
+
+Plan = tuple[tuple[int, Any], ...]
+_MAX_PLANS = 4096
+
+
+def _raw(v: Any) -> bool:
+    return isinstance(v, bytes | bytearray | memoryview)
+
+
+class Decoder:
+    """Decode samples with a chain of handlers (``pre + handlers + post``).
+
+    Args:
+        handlers: the main handlers (callables ``f(key, data)``).
+        pre: handlers run first; default ``[gzfilter]``.
+        post: handlers run last; default ``[basichandlers]``.
+        only: decode only these exact keys (a list or a space-separated string); other keys
+            pass through unchanged.
+        partial: leave values that are not bytes as they are (otherwise such a value is an
+            error: the sample was probably decoded twice).
+
+    Raises:
+        ConfigError: a handler is not callable.
+    """
+
+    def __init__(
+        self,
+        handlers: list[Any],
+        pre: list[Any] | None = None,
+        post: list[Any] | None = None,
+        only: str | Iterable[str] | None = None,
+        partial: bool = False,
+    ) -> None:
+        if not isinstance(handlers, list | tuple):
+            raise ConfigError(f"Decoder handlers must be a list, got {type(handlers).__name__}")
+        if isinstance(only, str):
+            only = only.split()
+        self.only = None if only is None else set(only)
+        pre = [gzfilter] if pre is None else list(pre)
+        post = [basichandlers] if post is None else list(post)
+        self.handlers = pre + list(handlers) + post
+        for h in self.handlers:
+            if not callable(h):
+                raise ConfigError(f"decoder handler {h!r} is not callable")
+        self.partial = partial
+        self._plans: dict[str, Plan] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_plans"] = {}
+        return state
+
+    def _plan(self, key: str) -> Plan:
+        """The (index, step) pairs that may decode ``key`` (leading dot), cached per key."""
+        plan = self._plans.get(key)
+        if plan is None:
+            steps: list[tuple[int, Any]] = []
+            for i, h in enumerate(self.handlers):
+                if isinstance(h, KeyedHandler) and type(h).__call__ is KeyedHandler.__call__:
+                    fn = h.resolve(key)
+                    if fn is not None:
+                        steps.append((i, fn))
+                else:
+                    steps.append((i, _Generic(h)))
+            plan = tuple(steps)
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def decode1(self, key: str, data: bytes) -> Any:
+        """Decode one value stored under ``key`` (without the leading dot)."""
+        key = "." + key
+        after = -1
+        plan = self._plan(key)
+        while True:
+            for i, step in plan:
+                if i <= after:
+                    continue
+                if type(step) is _Generic:
+                    result = step.f(key, data)
+                    if result is None:
+                        continue
+                else:
+                    result = step(data)
+                if type(result) is Continue:
+                    key, data, after = result.key, result.data, i
+                    plan = self._plan(key)
+                    break
+                return result
+            else:
+                return data
+
+    def decode(self, sample: dict[str, Any]) -> dict[str, Any]:
+        """Decode a whole sample; returns a new dict.
+
+        Raises:
+            DecodingError: a value could not be decoded (names url, key, field and cause).
+        """
+        if not isinstance(sample, dict):
+            raise DecodingError(f"decode expects dict samples, got {type(sample).__name__}")
+        result = {}
+        only = self.only
+        for k, v in sample.items():
+            if k[:2] == "__":
+                if type(v) is bytes:
+                    try:
+                        v = v.decode("utf-8")
+                    except UnicodeDecodeError:
+                        pass  # kept as bytes, exactly as given
+                result[k] = v
+                continue
+            if only is not None and k not in only:
+                result[k] = v
+                continue
+            try:
+                if type(v) is not bytes:
+                    if not _raw(v):
+                        if self.partial:
+                            result[k] = v
+                            continue
+                        raise TypeError(
+                            f"value is {type(v).__name__}, not bytes (already decoded? "
+                            "use partial=True to decode only bytes values)"
+                        )
+                    v = bytes(v)
+                result[k] = self.decode1(k, v)
+            except Exception as exn:
+                url = sample.get("__url__")
+                skey = sample.get("__key__")
+                raise DecodingError(
+                    f"cannot decode field {k!r}: {type(exn).__name__}: {exn}",
+                    url=None if url is None else str(url),
+                    key=None if skey is None else str(skey),
+                    k=k,
+                    sample=sample,
+                ) from exn
+        return result
+
+    __call__ = decode
+
+
+def _as_handler(x: Any) -> Any:
+    if isinstance(x, str):
+        from wds_cloud.core.imagedecode import ImageHandler
+
+        return ImageHandler(x)
+    return x
+
+
+def _decode(
+    data: Iterable[dict[str, Any]], decoder: Decoder, handler: Handler = reraise_exception
+) -> Iterator[dict[str, Any]]:
+    for sample in data:
+        try:
+            decoded = decoder.decode(sample)
+        except Exception as exn:
+            if handler(exn):
+                continue
+            break
+        yield decoded
+
+
+def decode(
+    *args: Any,
+    handler: Handler = reraise_exception,
+    pre: list[Any] | None = None,
+    post: list[Any] | None = None,
+    only: str | Iterable[str] | None = None,
+    partial: bool = False,
+) -> FilterFunction:
+    """Pipeline stage that decodes every sample (webdataset's ``wds.decode``).
+
+    String arguments are image specs (``"rgb"``, ``"torchrgb8"``, ``"pil"``, ...) and become
+    :class:`~wds_cloud.core.imagedecode.ImageHandler`; other arguments are handlers.
+
+    Args:
+        *args: image specs and handlers ``f(key, data)``.
+        handler: error policy for samples that fail to decode.
+        pre: see :class:`Decoder`.
+        post: see :class:`Decoder`.
+        only: see :class:`Decoder`.
+        partial: see :class:`Decoder`.
+
+    Raises:
+        ConfigError: an unknown image spec or a handler that is not callable.
+    """
+    handlers = [_as_handler(x) for x in args]
+    decoder = Decoder(handlers, pre=pre, post=post, only=only, partial=partial)
+    return FilterFunction(_decode, decoder, handler=handler)
+
+
+_IMAGE_NAMES = ("IMAGE_EXTENSIONS", "ImageHandler", "imagehandler", "imagespecs")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _IMAGE_NAMES:
+        from wds_cloud.core import imagedecode
+
+        return getattr(imagedecode, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
