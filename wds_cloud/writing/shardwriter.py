@@ -1,0 +1,239 @@
+"""``ShardWriter``: split a stream of samples into numbered shards, each committed atomically.
+
+Rollover, exactly: a sample is laid out (encoded, headers built) before anything is written.
+If the open shard already holds at least one sample and the sample's tar bytes would take the
+shard's uncompressed size (members plus the 1024-byte end-of-archive) past ``maxsize``, the shard
+is closed first; so a shard exceeds ``maxsize`` only when one sample alone does. A shard is also
+closed right after its ``maxcount``-th sample. Shards are opened lazily: zero samples give zero
+shards (``webdataset`` opens the first shard eagerly and leaves an empty one).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from wds_cloud.errors import ConfigError
+from wds_cloud.openers.registry import OpenerRegistry
+from wds_cloud.writing.tarwriter import SampleFormatter, TarWriter, wants_gzip
+
+_FORMATTER_KW = ("keep_meta", "user", "group", "mode", "mtime")
+_TARWRITER_KW = (*_FORMATTER_KW, "format", "compresslevel")
+_END_OF_ARCHIVE = 1024
+
+
+class ShardWriter:
+    """Write samples into shards ``pattern % n`` (webdataset-compatible arguments).
+
+    Local targets are written to ``.<name>.tmp-<pid>-<rand>`` in the same directory and renamed
+    to the final name only once complete. Other URLs (``s3://``, ``gs://``, ``ais://``, any
+    non-file scheme) are streamed into ``registry.for_url(url).create(url)``, whose ``close()``
+    commits and ``abort()`` discards. A failure, or leaving a ``with`` block by an exception,
+    discards the open shard: no half shard appears under a final name.
+
+    Args:
+        pattern: ``%``-format with one integer, e.g. ``"out/train-%06d.tar"`` or
+            ``"s3://bucket/train-%06d.tar.gz"``.
+        maxcount: most samples per shard.
+        maxsize: most uncompressed tar bytes per shard (see the module docstring).
+        post: called with the shard's name (path or URL) after each shard is committed.
+        start_shard: number of the first shard.
+        verbose: 1 prints ``# writing NAME`` to stderr when a shard opens.
+        opener: ``opener(name) -> writable binary stream`` replaces the built-in targets (no
+            temp file, no abort); the stream is closed when its shard is finished.
+        encoder: see :class:`TarWriter`.
+        compress: see :class:`TarWriter` (None: gzip when the name ends in ``.gz``/``.tgz``).
+        registry: opener registry for URL targets (the default one when None).
+        **tarwriter_kw: ``keep_meta``, ``user``, ``group``, ``mode``, ``mtime``, ``format``,
+            ``compresslevel`` for :class:`TarWriter`.
+
+    Attributes:
+        shards: names of the committed shards, in order.
+        shard: number of the next shard to open.
+        count: samples in the open shard.
+        size: uncompressed tar bytes in the open shard (without the end-of-archive blocks).
+        total: samples written into committed or open shards.
+        fname: name of the open shard, or None.
+
+    Raises:
+        ConfigError: a bad pattern, limit or keyword.
+    """
+
+    def __init__(
+        self,
+        pattern: str,
+        maxcount: int = 100000,
+        maxsize: float = 3e9,
+        post: Callable[[str], Any] | None = None,
+        start_shard: int = 0,
+        verbose: int = 0,
+        opener: Callable[[str], Any] | None = None,
+        *,
+        encoder: Any = True,
+        compress: bool | str | None = None,
+        registry: OpenerRegistry | None = None,
+        **tarwriter_kw: Any,
+    ) -> None:
+        unknown = sorted(set(tarwriter_kw) - set(_TARWRITER_KW))
+        if unknown:
+            raise ConfigError(f"unknown ShardWriter arguments: {', '.join(unknown)}")
+        try:
+            first, second = pattern % start_shard, pattern % (start_shard + 1)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"pattern {pattern!r} must hold one integer format: {exc}")
+        if first == second:
+            raise ConfigError(f"pattern {pattern!r} gives the same name for every shard")
+        if maxcount < 1:
+            raise ConfigError(f"maxcount must be >= 1, got {maxcount}")
+        if maxsize <= 0:
+            raise ConfigError(f"maxsize must be > 0, got {maxsize}")
+        wants_gzip(first, compress)  # validates compress and the name early
+        self.pattern = pattern
+        self.maxcount = maxcount
+        self.maxsize = maxsize
+        self.post = post
+        self.verbose = verbose
+        self.opener = opener
+        self.registry = registry
+        self._compress = compress
+        self._encoder = encoder
+        self._kw = tarwriter_kw
+        self.formatter = SampleFormatter(
+            encoder=encoder, **{k: v for k, v in tarwriter_kw.items() if k in _FORMATTER_KW}
+        )
+        self.shards: list[str] = []
+        self.shard = start_shard
+        self.count = 0
+        self.size = 0
+        self.total = 0
+        self.fname: str | None = None
+        self.closed = False
+        self._tar: TarWriter | None = None
+        self._stream: Any = None
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._discard()
+            self.closed = True
+
+    def write(self, obj: Mapping[str, Any]) -> int:
+        """Write one sample, opening or rolling over shards as needed.
+
+        Returns:
+            The uncompressed tar bytes the sample took.
+
+        Raises:
+            SampleError: the sample cannot be encoded (nothing was written; the writer goes on).
+            UploadError: writing or committing a shard failed; that shard was discarded and its
+                number will be reused by the next write.
+        """
+        if self.closed:
+            raise ValueError("write to a closed ShardWriter")
+        formatted = self.formatter.format(obj)
+        if (
+            self._tar is not None
+            and self.count > 0
+            and self.size + formatted.size + _END_OF_ARCHIVE > self.maxsize
+        ):
+            self._finish()
+        if self._tar is None:
+            self._open()
+        assert self._tar is not None
+        try:
+            size = self._tar.write_formatted(formatted)
+        except BaseException:
+            self._discard()
+            raise
+        self.count += 1
+        self.total += 1
+        self.size += size
+        if self.count >= self.maxcount:
+            self._finish()
+        return size
+
+    def _open(self) -> None:
+        name = self.pattern % self.shard
+        if self.verbose:
+            print(f"# writing {name} (total {self.total} samples so far)", file=sys.stderr)
+        if self.opener is not None:
+            stream = self.opener(name)
+            try:
+                tar = TarWriter(
+                    stream,
+                    compress=wants_gzip(name, self._compress),
+                    encoder=self._encoder,
+                    **self._kw,
+                )
+            except BaseException:
+                stream.close()
+                raise
+            self._stream = stream
+        else:
+            tar = TarWriter(
+                name,
+                compress=self._compress,
+                encoder=self._encoder,
+                registry=self.registry,
+                **self._kw,
+            )
+        self._tar = tar
+        self.fname = name
+        self.count = 0
+        self.size = 0
+
+    def _finish(self) -> None:
+        """Commit the open shard and call ``post``."""
+        tar, name = self._tar, self.fname
+        if tar is None or name is None:
+            return
+        try:
+            tar.close()
+            if self._stream is not None:
+                stream, self._stream = self._stream, None
+                stream.close()
+        except BaseException:
+            self._discard()
+            raise
+        self._tar = None
+        self.fname = None
+        self.shards.append(name)
+        self.shard += 1
+        self.count = 0
+        self.size = 0
+        if self.post is not None:
+            self.post(name)
+
+    def _discard(self) -> None:
+        """Abort the open shard (its samples are not counted in ``total`` any more)."""
+        tar, self._tar = self._tar, None
+        if tar is not None:
+            tar.abort()
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:
+                pass
+        self.total -= self.count
+        self.count = 0
+        self.size = 0
+        self.fname = None
+
+    def finish(self) -> None:
+        """Commit the open shard, if any (webdataset name; the writer stays usable)."""
+        self._finish()
+
+    def close(self) -> None:
+        """Commit the open shard, if any, and refuse further writes."""
+        if self.closed:
+            return
+        try:
+            self._finish()
+        finally:
+            self.closed = True
