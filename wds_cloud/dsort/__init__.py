@@ -1,0 +1,35 @@
+"""AIStore dSort: build, check, save, launch and wait for shard shuffle/sort jobs.
+
+A dSort job (``POST /v1/sort``) reads a set of input shards from one bucket, groups tar members
+into records (member path up to the first dot of its basename, the WebDataset key rule), sorts
+or shuffles the records across *all* shards and repacks them into new shards of about
+``output_shard_size`` bytes named by ``output_format``. This module speaks AIStore's real
+spec keys (``ext/dsort/api.go RequestSpec``), checks a spec before the cluster does, with
+messages that name the key, and drives jobs through the ``aistore`` SDK (``extra: ais``).
+
+Sizes: dSort parses ``output_shard_size`` with IEC units only, so ``"100MB"`` means 100 MiB
+(104857600 bytes). :func:`validate` accepts it and emits a :class:`DsortSizeWarning`; write
+``"100MiB"`` to be explicit. The endpoint is ``endpoint=`` or the ``AIS_ENDPOINT`` variable.
+"""
+
+from wds_cloud.dsort.job import DsortJobError, DsortResult, DsortTimeoutError, abort, start, wait
+from wds_cloud.dsort.spec import DsortSpec, load_spec
+from wds_cloud.dsort.templates import Template, expand_template, parse_size, parse_template
+from wds_cloud.dsort.validate import DsortSizeWarning, validate
+
+__all__ = [
+    "DsortJobError",
+    "DsortResult",
+    "DsortSizeWarning",
+    "DsortSpec",
+    "DsortTimeoutError",
+    "Template",
+    "abort",
+    "expand_template",
+    "load_spec",
+    "parse_size",
+    "parse_template",
+    "start",
+    "validate",
+    "wait",
+]
