@@ -1,0 +1,1 @@
+"""In-process emulators of services that cannot run on a test machine (AIStore)."""

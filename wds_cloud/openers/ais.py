@@ -1,0 +1,528 @@
+"""AIStore backend: ``ais://bucket/object`` through the ``aistore`` SDK (extra ``ais``).
+
+URLs::
+
+    ais://bucket/shard-000.tar                       an object in an AIS bucket
+    ais://bucket/shard-000.tar?provider=aws          an AIS-fronted cloud bucket (aws|gcp|azure|oci)
+    ais://bucket/shard-000.tar?etl=upper-etl         inline ETL by name (transformed server-side)
+    ais://bucket/shard-000.tar?etl=x&etl_args=...    ... with arguments (sent verbatim)
+
+The object name is the URL path, percent-decoded (``%20`` is a space, ``%3F`` a ``?``); names
+returned by :meth:`AisOpener.list` are encoded the same way, so they round-trip.
+
+Environment (read when an :class:`AisConfig` is created, never at import): ``AIS_ENDPOINT``
+(the SDK itself does not read it; default ``http://localhost:8080``) and ``AIS_AUTHN_TOKEN``.
+The SDK's own variables (``AIS_CONNECT_TIMEOUT``, ``AIS_READ_TIMEOUT``, ``AIS_SKIP_VERIFY_CRT``,
+``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``, ``AIS_MAX_CONN_POOL``) apply as usual.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+from dataclasses import dataclass
+from typing import IO, Any, cast
+from urllib.parse import quote, unquote
+
+from wds_cloud.errors import (
+    ConfigError,
+    MissingDependencyError,
+    ShardNotFoundError,
+    ShardOpenError,
+    ShardReadError,
+    UploadError,
+)
+from wds_cloud.openers.resume import ResumableReader
+from wds_cloud.urls import parse_object_url
+
+try:
+    import aistore
+    import requests
+    import urllib3
+    from aistore.sdk import errors as ais_errors
+except ImportError:  # pragma: no cover - exercised only without the extra
+    aistore = None
+
+SCHEMES = ("ais",)
+
+DEFAULT_ENDPOINT = "http://localhost:8080"
+PROVIDERS = {"ais": "ais", "aws": "aws", "s3": "aws", "gcp": "gcp", "gs": "gcp"}
+PROVIDERS.update({"azure": "azure", "az": "azure", "oci": "oci", "ht": "ht"})
+URL_OPTIONS = ("provider", "etl", "etl_args")
+_SAFE = "/-_.~!$&'()*+,;=:@"
+
+
+def _etl_args_text(args: str | dict[str, Any] | None) -> str | None:
+    """AIStore's ``etl_args`` value: strings verbatim, dicts as compact JSON."""
+    if args is None or isinstance(args, str):
+        return args
+    if isinstance(args, dict):
+        return json.dumps(args, separators=(",", ":"))
+    raise ConfigError(f"etl_args must be a str or a dict, got {type(args).__name__}")
+
+
+def _provider(value: str, where: str) -> str:
+    try:
+        return PROVIDERS[value.lower()]
+    except KeyError:
+        raise ConfigError(
+            f"unknown AIStore provider {value!r} in {where}; use one of {sorted(PROVIDERS)}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class AisConfig:
+    """How to reach AIStore. ``None`` fields are resolved when the config is created.
+
+    Attributes:
+        endpoint: cluster URL; argument > ``AIS_ENDPOINT`` > ``http://localhost:8080``.
+        token: AuthN token; argument > ``AIS_AUTHN_TOKEN`` > none.
+        timeout: seconds, or ``(connect, read)``; None leaves the SDK's default ``(3, 20)``
+            (``AIS_CONNECT_TIMEOUT``/``AIS_READ_TIMEOUT``). A slow inline ETL needs a long read.
+        retries: attempts after the first for failed requests (SDK level: connection errors,
+            429/5xx) and for streams that break mid-shard (resumed at the exact byte). Default 3.
+        backoff: first retry delay in seconds, doubling. Default 0.5.
+        etl: default inline ETL name for every read (URL ``?etl=`` and ``open(etl=)`` win).
+        etl_args: default ETL arguments; a dict is sent as compact JSON.
+        provider: default bucket provider: ``ais`` (default), ``aws``, ``gcp``, ``azure``, ``oci``.
+        page_size: objects per list page; 0 lets the cluster choose (10000 for ais buckets).
+        part_size: bytes per multipart-upload part when writing (default 16 MiB); objects
+            smaller than one part are sent with a single PUT.
+    """
+
+    endpoint: str | None = None
+    token: str | None = None
+    timeout: float | tuple[float, float] | None = None
+    retries: int | None = None
+    backoff: float | None = None
+    etl: str | None = None
+    etl_args: str | dict[str, Any] | None = None
+    provider: str | None = None
+    page_size: int | None = None
+    part_size: int | None = None
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        endpoint = self.endpoint or os.environ.get("AIS_ENDPOINT") or DEFAULT_ENDPOINT
+        if not endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"AIStore endpoint {endpoint!r} must start with http:// or https://")
+        put("endpoint", endpoint.rstrip("/"))
+        put("token", self.token or os.environ.get("AIS_AUTHN_TOKEN") or None)
+        put("retries", 3 if self.retries is None else int(self.retries))
+        put("backoff", 0.5 if self.backoff is None else float(self.backoff))
+        put("provider", _provider(self.provider or "ais", "AisConfig.provider"))
+        put("page_size", 0 if self.page_size is None else int(self.page_size))
+        put("part_size", 16 << 20 if self.part_size is None else int(self.part_size))
+        put("etl_args", _etl_args_text(self.etl_args))
+        if self.retries < 0 or self.page_size < 0 or self.part_size <= 0:  # type: ignore[operator]
+            raise ConfigError(f"retries and page_size must be >= 0 and part_size > 0: {self}")
+
+
+@dataclass(frozen=True)
+class AisTarget:
+    """One parsed ``ais://`` URL with its options resolved."""
+
+    url: str
+    bucket: str
+    name: str
+    provider: str
+    etl: str | None
+    etl_args: str | None
+    query: str
+
+
+def _message(exc: Any) -> str:
+    """The ``message`` of AIStore's JSON error body (the raw text when it is not JSON)."""
+    text = str(getattr(exc, "message", "") or exc)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return str(value.get("message", text)) if isinstance(value, dict) else text
+
+
+def _require_sdk() -> None:
+    if aistore is None:
+        raise MissingDependencyError("the ais:// backend needs the 'aistore' SDK", extra="ais")
+
+
+class _Body(io.RawIOBase):
+    """The HTTP body of one GET; urllib3 protocol errors become ``ConnectionError``."""
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            return int(self._raw.readinto(buffer) or 0)
+        except (urllib3.exceptions.HTTPError, requests.RequestException) as exc:
+            raise ConnectionError(f"AIStore stream broke: {exc}") from exc
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+class AisOpener:
+    """Opener for ``ais://`` URLs (read with optional inline ETL, list, write).
+
+    Args:
+        config: an :class:`AisConfig`; a default one (environment) when None.
+        **overrides: fields replacing those of ``config`` (``endpoint=``, ``etl=``, ...).
+    """
+
+    def __init__(self, config: AisConfig | None = None, **overrides: Any) -> None:
+        base = config if config is not None else AisConfig(**overrides)
+        self.config = dataclasses.replace(base, **overrides) if config and overrides else base
+        self._client: Any = None
+        self._pid: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.config = state["config"]
+        self._client = None
+        self._pid = None
+
+    # client and errors -----------------------------------------------------------------------
+    def client(self) -> Any:
+        """The SDK ``Client`` of this process (created on first use after a fork/unpickle)."""
+        _require_sdk()
+        if self._client is None or self._pid != os.getpid():
+            from aistore.sdk import Client
+            from aistore.sdk.retry_config import NETWORK_RETRY_EXCEPTIONS, RetryConfig
+            from tenacity import (
+                Retrying,
+                retry_if_exception_type,
+                stop_after_attempt,
+                wait_exponential,
+            )
+
+            cfg = self.config
+            retry = RetryConfig(
+                http_retry=urllib3.Retry(
+                    total=cfg.retries,
+                    backoff_factor=float(cfg.backoff or 0),
+                    status_forcelist=[429, 500, 502, 503, 504],
+                    connect=0,
+                    read=0,
+                ),
+                network_retry=Retrying(
+                    stop=stop_after_attempt(int(cfg.retries or 0) + 1),
+                    wait=wait_exponential(multiplier=cfg.backoff or 0, max=10),
+                    retry=retry_if_exception_type(NETWORK_RETRY_EXCEPTIONS),
+                    reraise=True,
+                ),
+            )
+            self._client = Client(
+                str(cfg.endpoint), timeout=cfg.timeout, retry_config=retry, token=cfg.token
+            )
+            self._pid = os.getpid()
+        return self._client
+
+    def _error(self, exc: BaseException, target: AisTarget, action: str) -> Exception:
+        """Translate an SDK/requests error into the wds_cloud tree."""
+        endpoint = self.config.endpoint
+        where = f"{action} on AIStore at {endpoint}"
+        not_found = (
+            ais_errors.ErrObjNotFound,
+            ais_errors.ErrBckNotFound,
+            ais_errors.ErrRemoteBckNotFound,
+        )
+        if isinstance(exc, not_found):
+            return ShardNotFoundError(f"not found ({where}): {_message(exc)}", url=target.url)
+        if isinstance(exc, ais_errors.ErrETLNotFound) or (
+            isinstance(exc, ais_errors.AISError)
+            and exc.status_code == 404
+            and target.etl
+            and target.etl in exc.message
+        ):
+            return ShardOpenError(
+                f"ETL {target.etl!r} does not exist or is not running ({where}): {_message(exc)}",
+                url=target.url,
+            )
+        if isinstance(exc, ais_errors.AISError):
+            status = exc.status_code
+            cls = ShardNotFoundError if status == 404 else ShardOpenError
+            return cls(f"AIStore answered {status} ({where}): {_message(exc)}", url=target.url)
+        if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
+            return ShardOpenError(
+                f"cannot reach AIStore at {endpoint} ({action}): {exc}", url=target.url
+            )
+        return ShardOpenError(f"{where} failed: {type(exc).__name__}: {exc}", url=target.url)
+
+    # URLs ------------------------------------------------------------------------------------
+    def target(
+        self, url: str, etl: str | None = None, etl_args: str | dict[str, Any] | None = None
+    ) -> AisTarget:
+        """Parse ``url``; URL query options win over arguments, which win over the config.
+
+        Raises:
+            ConfigError: not ``ais://``, no bucket, an unknown query option or provider.
+        """
+        if "#" in url:
+            raise ConfigError(f"URL {url!r}: encode '#' in object names as %23")
+        parsed = parse_object_url(url, schemes=SCHEMES)
+        unknown = sorted(set(parsed.query) - set(URL_OPTIONS))
+        if unknown:
+            raise ConfigError(
+                f"URL {url!r}: unknown option(s) {unknown}; known: {list(URL_OPTIONS)}"
+            )
+        q = parsed.query
+        provider = _provider(q["provider"], url) if "provider" in q else str(self.config.provider)
+        etl_name = q.get("etl") or etl or self.config.etl
+        args = q["etl_args"] if "etl_args" in q else _etl_args_text(etl_args)
+        if args is None:
+            args = self.config.etl_args  # type: ignore[assignment]
+        query = url.split("?", 1)[1] if "?" in url else ""
+        return AisTarget(
+            url=url,
+            bucket=parsed.bucket,
+            name=unquote(parsed.key),
+            provider=provider,
+            etl=etl_name or None,
+            etl_args=args if etl_name else None,
+            query=query,
+        )
+
+    def _object(self, target: AisTarget) -> Any:
+        return self.client().bucket(target.bucket, provider=target.provider).object(target.name)
+
+    # read ------------------------------------------------------------------------------------
+    def open(
+        self,
+        url: str,
+        *,
+        etl: str | None = None,
+        etl_args: str | dict[str, Any] | None = None,
+        **options: Any,
+    ) -> IO[bytes]:
+        """Open an object for streaming, through an inline ETL when one is named.
+
+        The first GET happens here, so a missing object fails at once. A dropped stream is
+        resumed with ``Range: bytes=<offset>-`` (the object's checksum is pinned), or, through
+        an ETL (AIStore ignores ``Range`` there), by re-requesting and skipping the bytes
+        already delivered.
+
+        Args:
+            url: ``ais://bucket/object[?provider=..&etl=..&etl_args=..]``.
+            etl: inline ETL name (the URL's ``?etl=`` wins).
+            etl_args: ETL arguments; a dict is sent as compact JSON.
+            **options: not accepted; named in the error.
+
+        Raises:
+            ShardNotFoundError: bucket or object missing.
+            ShardOpenError: unknown ETL, unreachable endpoint, other AIStore errors.
+            MissingDependencyError: the ``aistore`` SDK is not installed.
+            ConfigError: bad URL or unknown option.
+        """
+        if options:
+            raise ConfigError(f"ais:// open() got unknown option(s) {sorted(options)} for {url!r}")
+        _require_sdk()
+        target = self.target(url, etl, etl_args)
+        fetcher = _Fetcher(self, target)
+        fetcher.first()
+        reader = ResumableReader(
+            fetcher,
+            url=url,
+            size=fetcher.size,
+            retries=int(self.config.retries or 0),
+            backoff=float(self.config.backoff or 0),
+            retry_on=(ConnectionError, TimeoutError, requests.RequestException),
+        )
+        return cast(IO[bytes], reader)
+
+    # list ------------------------------------------------------------------------------------
+    def list(self, url: str) -> list[str]:
+        """Every object under ``ais://bucket/prefix`` as full URLs, sorted, all pages.
+
+        The URL's query (``?provider=..&etl=..``) is kept on every returned URL.
+
+        Raises:
+            ShardNotFoundError: the bucket does not exist.
+            ShardOpenError: endpoint or other AIStore errors.
+        """
+        _require_sdk()
+        target = self.target(url)
+        bucket = self.client().bucket(target.bucket, provider=target.provider)
+        suffix = f"?{target.query}" if target.query else ""
+        try:
+            entries = bucket.list_objects_iter(
+                prefix=target.name, props="name,size", page_size=self.config.page_size
+            )
+            names = [e.name for e in entries]
+        except Exception as exc:
+            raise self._error(exc, target, "list") from exc
+        return [f"ais://{target.bucket}/{quote(n, safe=_SAFE)}{suffix}" for n in names]
+
+    # write -----------------------------------------------------------------------------------
+    def create(self, url: str) -> AisWriter:
+        """A writable stream for ``url``: ``close()`` commits, ``abort()`` discards.
+
+        Raises:
+            ConfigError: the URL names an ETL (writes are never transformed).
+        """
+        _require_sdk()
+        target = self.target(url)
+        if target.etl:
+            raise ConfigError(f"cannot write through an ETL: {url!r}")
+        return AisWriter(self, target)
+
+
+class _Fetcher:
+    """``fetch(offset) -> (stream, start)`` for :class:`ResumableReader`."""
+
+    def __init__(self, opener: AisOpener, target: AisTarget) -> None:
+        self.opener = opener
+        self.target = target
+        self.size: int | None = None
+        self.checksum: str | None = None
+        self._pending: Any = None
+
+    def _get(self, offset: int) -> Any:
+        from aistore.sdk.etl import ETLConfig
+
+        t = self.target
+        kwargs: dict[str, Any] = {}
+        if t.etl:
+            kwargs["etl"] = ETLConfig(t.etl, t.etl_args)
+        elif offset:
+            kwargs["byte_range"] = f"bytes={offset}-"
+        reader = self.opener._object(t).get_reader(**kwargs)
+        return reader.raw()
+
+    def first(self) -> None:
+        """Issue the first GET (kept for offset 0) and note the size and checksum."""
+        try:
+            raw = self._get(0)
+        except Exception as exc:
+            raise self.opener._error(exc, self.target, "GET") from exc
+        length = raw.headers.get("Content-Length")
+        self.size = int(length) if length is not None else None
+        self.checksum = raw.headers.get("Ais-Checksum-Value")
+        if self.size == 0:
+            raw.close()  # nothing to read; the reader never fetches
+        else:
+            self._pending = raw
+
+    def __call__(self, offset: int) -> tuple[IO[bytes], int]:
+        if self._pending is not None and offset == 0:
+            raw, self._pending = self._pending, None
+            return cast(IO[bytes], _Body(raw)), 0
+        if self._pending is not None:
+            self._pending.close()
+            self._pending = None
+        try:
+            raw = self._get(offset)
+        except (requests.ConnectionError, requests.Timeout):
+            raise
+        except Exception as exc:
+            raise self.opener._error(exc, self.target, f"GET from byte {offset}") from exc
+        if self.target.etl:
+            return cast(IO[bytes], _Body(raw)), 0
+        checksum = raw.headers.get("Ais-Checksum-Value")
+        if self.checksum and checksum and checksum != self.checksum:
+            raw.close()
+            raise ShardReadError(
+                f"object changed while it was read (checksum {self.checksum} -> {checksum})",
+                url=self.target.url,
+                offset=offset,
+            )
+        return cast(IO[bytes], _Body(raw)), offset if raw.status == 206 else 0
+
+
+class AisWriter(io.RawIOBase):
+    """Streams an object to AIStore with bounded memory (one part buffered at a time).
+
+    Small objects (under ``part_size``) go in one PUT at ``close()``; larger ones use AIStore's
+    multipart upload, completed at ``close()``. Until then nothing is visible under the name.
+    """
+
+    def __init__(self, opener: AisOpener, target: AisTarget) -> None:
+        super().__init__()
+        self.url = target.url
+        self._opener = opener
+        self._target = target
+        self._obj = opener._object(target)
+        self._part_size = int(opener.config.part_size or 1)
+        self._buffer = bytearray()
+        self._upload: Any = None
+        self._parts = 0
+        self._done = False
+        self.bytes_written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def _fail(self, exc: BaseException, action: str) -> UploadError:
+        self.abort()
+        return UploadError(
+            f"{action} failed on AIStore at {self._opener.config.endpoint}: {exc}", url=self.url
+        )
+
+    def _send_part(self, data: bytes) -> None:
+        if self._upload is None:
+            self._upload = self._obj.multipart_upload().create()
+        self._parts += 1
+        self._upload.add_part(self._parts).put_content(data)
+
+    def write(self, data: Any) -> int:
+        if self._done:
+            raise ValueError(f"write to a closed or aborted AIStore writer for {self.url!r}")
+        view = memoryview(data).cast("B")
+        self._buffer += view
+        self.bytes_written += len(view)
+        try:
+            while len(self._buffer) >= self._part_size:
+                part = bytes(self._buffer[: self._part_size])
+                del self._buffer[: self._part_size]
+                self._send_part(part)
+        except Exception as exc:
+            raise self._fail(exc, f"uploading part {self._parts}") from exc
+        return len(view)
+
+    def close(self) -> None:
+        """Commit: the object becomes visible under its name."""
+        if self._done:
+            super().close()
+            return
+        try:
+            if self._upload is None:
+                self._obj.get_writer().put_content(bytes(self._buffer))
+            else:
+                if self._buffer:
+                    self._send_part(bytes(self._buffer))
+                self._upload.complete()
+        except Exception as exc:
+            raise self._fail(exc, "committing the upload") from exc
+        self._buffer = bytearray()
+        self._done = True
+        super().close()
+
+    def abort(self) -> None:
+        """Discard everything written; nothing appears under the name."""
+        if not self._done and self._upload is not None:
+            try:
+                self._upload.abort()
+            except Exception:  # best effort: the upload is being abandoned anyway
+                pass
+        self._buffer = bytearray()
+        self._done = True
+        super().close()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
