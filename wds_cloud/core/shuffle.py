@@ -64,7 +64,7 @@ def buffer_shuffle(
     rand = rng.random
     buf: list[Any] = []
     append = buf.append
-    grow = False
+    grow = True  # so the first eligible input emits
     for sample in data:
         n = len(buf)
         if n >= bufsize:
