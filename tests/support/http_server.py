@@ -5,7 +5,7 @@ It serves the files under ``root`` with ``Range`` (single ``bytes=N-``/``N-M``/`
 changed on the live object (attributes are read on every request):
 
 - ``cut_after``: close the connection after this many body bytes of a response...
-- ``cut_every``: ...on every k-th GET (1 = every response, the default when ``cut_after`` is set).
+- ``cut_every``: ...on GETs number 1, 1+k, 1+2k, ... (default 1: every response).
 - ``ignore_range``: answer every GET with 200 and the whole file.
 - ``no_validators``: send neither ``ETag`` nor ``Last-Modified``.
 - ``before_response``: ``callable(request_number, path)`` run before each GET is answered;
@@ -82,7 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Accept-Ranges"] = "bytes"
         body = data[start:end]
         cut = None
-        if owner.cut_after is not None and number % max(1, owner.cut_every) == 0:
+        if owner.cut_after is not None and (number - 1) % max(1, owner.cut_every) == 0:
             cut = owner.cut_after
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
@@ -151,7 +151,9 @@ class HttpFileServer:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def _next_request(self) -> int:
         with self._lock:

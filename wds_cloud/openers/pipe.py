@@ -134,19 +134,26 @@ def _start(command: str, *, stdin: int | None, stdout: int | None) -> subprocess
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM the command's process group, SIGKILL after ``grace`` seconds, reap it."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM the command's process group, SIGKILL after ``grace`` seconds, reap the shell.
+
+    Members of the group that outlive the shell (they ignored SIGTERM, or the shell exited
+    first) get SIGKILL at once; they are not our children, so their parent (init) reaps them.
+    """
+    if proc.poll() is None:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _describe(status: int) -> str:
@@ -226,7 +233,8 @@ class PipeReader(io.RawIOBase):
             return
         try:
             self._stdout.close()
-            _kill_group(self._proc, self._config.grace or 0.0)
+            if not self._finished:
+                _kill_group(self._proc, self._config.grace or 0.0)
             self._stderr.text(timeout=1.0)
         finally:
             super().close()

@@ -1,0 +1,38 @@
+"""Fixtures for the opener tests: shard files and a live HTTP server over them."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.http_server import HttpFileServer
+
+
+def make_shard(path: Path, index: int, samples: int = 20, size: int = 3000) -> list[str]:
+    """Write a tar shard of ``samples`` samples (.txt + .bin) and return their keys."""
+    keys = []
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(samples):
+            key = f"s{index:03d}_{i:04d}"
+            keys.append(key)
+            for ext, payload in (
+                ("txt", key.encode()),
+                ("bin", bytes([(index + i) % 256]) * (size + i)),
+            ):
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+    return keys
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[HttpFileServer]:
+    """An :class:`HttpFileServer` over ``tmp_path / "www"``."""
+    root = tmp_path / "www"
+    root.mkdir()
+    with HttpFileServer(root) as server:
+        yield server
