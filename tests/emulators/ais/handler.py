@@ -104,7 +104,7 @@ class AisHandler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         body = self._read_body()
-        self.emu.record(method, parts.path, query)
+        self.emu.record(method, parts.path, query, self.headers.get("Range"))
         self._method = method
         try:
             if not parts.path.startswith("/v1/"):

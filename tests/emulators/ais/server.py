@@ -57,8 +57,8 @@ class AisEmulator:
         self._cuts: list[_Cut] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        #: (method, path, query) of every request, for tests that assert what was sent.
-        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        #: (method, path, query, Range header or None) of every request, for tests.
+        self.requests: list[tuple[str, str, dict[str, str], str | None]] = []
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> AisEmulator:
@@ -123,7 +123,7 @@ class AisEmulator:
         with self._lock:
             return sum(c.times for c in self._cuts)
 
-    def record(self, method: str, path: str, query: dict[str, str]) -> None:
+    def record(self, method: str, path: str, query: dict[str, str], rng: str | None) -> None:
         """Used by the handler to log a request."""
         with self._lock:
-            self.requests.append((method, path, dict(query)))
+            self.requests.append((method, path, dict(query), rng))
