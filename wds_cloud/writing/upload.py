@@ -314,20 +314,29 @@ def upload_shards(
                 bar.update(n)
 
     reporter = _Progress() if bar is not None else None
+    failed: list[BaseException] = []  # the first failure; later uploads do not start
+
+    def task(path: str, url: str) -> None:
+        if failed:
+            return
+        try:
+            _upload_one(path, url, registry, reporter)
+        except BaseException as exc:
+            with lock:
+                failed.append(exc)
+            raise
+
     try:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            futures: list[Future[str]] = [
-                pool.submit(_upload_one, path, url, registry, reporter)
-                for path, url in zip(files, urls, strict=True)
+            futures: list[Future[None]] = [
+                pool.submit(task, path, url) for path, url in zip(files, urls, strict=True)
             ]
             _, pending = wait(futures, return_when=FIRST_EXCEPTION)
             for future in pending:
                 future.cancel()
             wait(futures)
-            for future in futures:
-                error = None if future.cancelled() else future.exception()
-                if error is not None:
-                    raise error
+        if failed:
+            raise failed[0]
     finally:
         if bar is not None:
             bar.close()
