@@ -158,4 +158,5 @@ class FluidWrapper(DataPipeline, FluidInterface):
     """Give any iterable (a dataset, a DataLoader) the fluid methods."""
 
     def __init__(self, initial: Any) -> None:
-        super().__init__(initial)
+        super().__init__()
+        self.pipeline = [initial]  # a list is the source itself, not a list of stages

@@ -203,7 +203,7 @@ def _to_tuple(
                 result = tuple(
                     [getfirst(sample, alts, missing_is_error=missing_is_error) for alts in spec]
                 )
-            if none_is_error and None in result:
+            if none_is_error and any(v is None for v in result):
                 bad = [";".join(a) for a, v in zip(spec, result, strict=True) if v is None]
                 raise SampleError(
                     f"to_tuple: {bad} missing or None (sample keys {_keys(sample)})",
