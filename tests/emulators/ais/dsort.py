@@ -38,8 +38,17 @@ NODE, TARGET = "p[emu]", "emut"
 EXTS = (".tar.gz", ".tar.lz4", ".tgz", ".tar", ".zip")
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_STR_KEYS = ("output_format", "output_shard_size", "input_extension", "output_extension",
-             "description", "ekm_file", "ekm_file_sep", "max_mem_usage", "dsorter_type")  # fmt: skip
+_STR_KEYS = (
+    "output_format",
+    "output_shard_size",
+    "input_extension",
+    "output_extension",
+    "description",
+    "ekm_file",
+    "ekm_file_sep",
+    "max_mem_usage",
+    "dsorter_type",
+)
 _INT_KEYS = ("extract_concurrency_max_limit", "create_concurrency_max_limit")
 
 
@@ -51,6 +60,11 @@ class SpecError(Exception):
         self.status = status
 
 
+def _q(value: object) -> str:
+    """Go's ``%q``: a double-quoted string."""
+    return json.dumps(str(value))
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -59,14 +73,16 @@ def _now() -> str:
 
 
 def _tpl_err(kind: str, tpl: str, why: str) -> SpecError:
-    return SpecError(400, f"invalid '{kind}' template {tpl!r}: {why}")
+    return SpecError(400, f"invalid '{kind}' template {_q(tpl)}: {why}")
 
 
 def parse_template(tpl: str) -> tuple[str, list[tuple[int, int, int, int, str]]]:
     """``(prefix, [(start, end, step, width, gap)])`` as ``cos.NewParsedTemplate``; [] = prefix."""
     if "{" in tpl and "}" in tpl:
-        bad = SpecError(400, f"invalid 'bash' template {tpl!r} (expecting e.g. "
-                             "'prefix-{0001..0010..1}-suffix')")  # fmt: skip
+        bad = SpecError(
+            400,
+            f"invalid 'bash' template {_q(tpl)} (expecting e.g. 'prefix-{{0001..0010..1}}-suffix')",
+        )
         if tpl.rindex("}") < tpl.index("{"):
             raise bad
         prefix, rest, ranges = tpl[: tpl.index("{")], tpl, []
@@ -76,8 +92,11 @@ def parse_template(tpl: str) -> tuple[str, list[tuple[int, int, int, int, str]]]
                 raise bad
             nums = rest[left + 1 : right].split("..")
             if len(nums) not in (2, 3) or not all(re.fullmatch(r"[+-]?\d+", n) for n in nums):
-                raise bad if len(nums) not in (2, 3) else SpecError(
-                    400, f'strconv.ParseInt: parsing "{nums[0]}": invalid syntax')  # fmt: skip
+                raise (
+                    bad
+                    if len(nums) not in (2, 3)
+                    else SpecError(400, f'strconv.ParseInt: parsing "{nums[0]}": invalid syntax')
+                )
             start, end = int(nums[0]), int(nums[1])
             step = int(nums[2]) if len(nums) == 3 else 1
             _bounds("bash", tpl, start, end, step)
@@ -97,8 +116,9 @@ def parse_template(tpl: str) -> tuple[str, list[tuple[int, int, int, int, str]]]
     if "%" in tpl and tpl.count("%") == 1:
         m = re.fullmatch(r"(.*)%(0\d+)?d(.*)", tpl)
         if m is None:
-            raise SpecError(400, f"invalid 'fmt' template {tpl!r} (expecting e.g. "
-                                 "'prefix-%06d-suffix)")  # fmt: skip
+            raise SpecError(
+                400, f"invalid 'fmt' template {_q(tpl)} (expecting e.g. 'prefix-%06d-suffix)"
+            )
         width = int(m.group(2)[1:]) if m.group(2) else 0
         return m.group(1), [(0, 2**63 - 2, 1, width, m.group(3))]
     return tpl, []
@@ -134,8 +154,11 @@ def parse_size(text: str) -> int:
         return 0
     m = re.fullmatch(r"(-?(?:\d+\.?\d*|\.\d+))\s*(?:([KMGT])(?:IB|I|B)?|B)?", s)
     if m is None:
-        raise SpecError(400, '[dsort] parse-spec: "output_shard_size" strconv.ParseFloat: '
-                             f'parsing "{text}": invalid syntax')  # fmt: skip
+        raise SpecError(
+            400,
+            '[dsort] parse-spec: "output_shard_size" strconv.ParseFloat: '
+            f'parsing "{text}": invalid syntax',
+        )
     value = float(m.group(1))
     if value < 0:
         raise SpecError(400, f"output shard size must be >= 0 (got {int(value)})")
@@ -167,14 +190,20 @@ def parse_spec(body: bytes) -> dict[str, Any]:
     rs = {k.lower(): v for k, v in raw.items()}  # jsoniter matches keys case-insensitively
     for key, kinds in [(k, str) for k in _STR_KEYS] + [(k, int) for k in _INT_KEYS]:
         if key in rs and (not isinstance(rs[key], kinds) or isinstance(rs[key], bool)):
-            raise SpecError(400, f"{NODE}: failed to unmarshal dsort request: dsort.RequestSpec."
-                                 f"{key}: expects {kinds.__name__}, got {rs[key]!r}")  # fmt: skip
+            raise SpecError(
+                400,
+                f"{NODE}: failed to unmarshal dsort request: dsort.RequestSpec."
+                f"{key}: expects {kinds.__name__}, got {rs[key]!r}",
+            )
     alg = dict(rs.get("algorithm") or {})
     for key in ("kind", "seed", "extension", "content_key_type"):
         if not isinstance(alg.get(key, ""), str):
-            raise SpecError(400, f"{NODE}: failed to unmarshal dsort request: dsort.Algorithm."
-                                 f"{key}: ReadString: expects \" or n, but found "
-                                 f"{json.dumps(alg[key])[:1]}")  # fmt: skip
+            raise SpecError(
+                400,
+                f"{NODE}: failed to unmarshal dsort request: dsort.Algorithm."
+                f'{key}: ReadString: expects " or n, but found '
+                f"{json.dumps(alg[key])[:1]}",
+            )
     in_bck = rs.get("input_bck") or {}
     if not in_bck.get("name"):
         raise SpecError(400, '[dsort] parse-spec: "input_bck" missing source bucket')
@@ -200,7 +229,7 @@ def parse_spec(body: bytes) -> dict[str, Any]:
         tpl_ext = _suffix(fmt.get("template", "") or "")
         if tpl_ext:
             if in_ext and in_ext != tpl_ext:
-                raise SpecError(400, f"input_extension: {in_ext!r} vs {tpl_ext!r}")
+                raise SpecError(400, f"input_extension: {_q(in_ext)} vs {_q(tpl_ext)}")
             in_ext = tpl_ext
     in_ext = _mime(in_ext, "input_extension") if in_ext else ""
     size = parse_size(rs.get("output_shard_size", ""))
@@ -208,15 +237,18 @@ def parse_spec(body: bytes) -> dict[str, Any]:
     out_fmt = rs.get("output_format", "").strip()
     out_prefix, out_ranges = parse_template(out_fmt)
     if not out_ranges:
-        raise SpecError(400, f"invalid output template {rs.get('output_format', '')!r}: no ranges "
-                             "(prefix-only output is not supported)")  # fmt: skip
+        raise SpecError(
+            400,
+            f"invalid output template {_q(rs.get('output_format', ''))}: no ranges "
+            "(prefix-only output is not supported)",
+        )
     count = math.prod((r[1] - r[0]) // r[2] + 1 for r in out_ranges)
     if count > 2**31 - 1 and size == 0:
         raise SpecError(400, "output shard size must be set (cannot be 0 and cannot be omitted)")
     out_ext = rs.get("output_extension", "")
     if _suffix(out_fmt):
         if out_ext and out_ext != _suffix(out_fmt):
-            raise SpecError(400, f"output_extension: {out_ext!r} vs {_suffix(out_fmt)!r}")
+            raise SpecError(400, f"output_extension: {_q(out_ext)} vs {_q(_suffix(out_fmt))}")
         out_ext = _suffix(out_fmt)
     out_ext = _mime(out_ext, "output_extension") if out_ext else in_ext
     for key in _INT_KEYS:
@@ -224,44 +256,83 @@ def parse_spec(body: bytes) -> dict[str, Any]:
             raise SpecError(400, f"negative concurrency limit ('{key.split('_')[0]}', {rs[key]})")
     config = {k.lower(): v for k, v in (rs.get("config") or {}).items()}
     return {
-        "input_bck": in_bck, "output_bck": out_bck, "names": names, "input_extension": in_ext,
-        "output_extension": out_ext, "output_shard_size": size, "algorithm": algo,
-        "out_prefix": out_prefix, "out_ranges": out_ranges, "out_count": count,
-        "dry_run": bool(rs.get("dry_run", False)), "description": rs.get("description", ""),
+        "input_bck": in_bck,
+        "output_bck": out_bck,
+        "names": names,
+        "input_extension": in_ext,
+        "output_extension": out_ext,
+        "output_shard_size": size,
+        "algorithm": algo,
+        "out_prefix": out_prefix,
+        "out_ranges": out_ranges,
+        "out_count": count,
+        "dry_run": bool(rs.get("dry_run", False)),
+        "description": rs.get("description", ""),
         "missing_shards": config.get("missing_shards") or "ignore",
-    }  # fmt: skip
+    }
 
 
 def _parse_algorithm(alg: dict[str, Any]) -> dict[str, Any]:
     kinds = ["", "alphanumeric", "md5", "shuffle", "content", "none"]
     kind = alg.get("kind", "")
     if kind not in kinds:
-        raise SpecError(400, f'[dsort] parse-spec: "algorithm" invalid sorting algorithm '
-                             f"(expecting one of: [{' '.join(kinds)}])")  # fmt: skip
+        raise SpecError(
+            400,
+            f'[dsort] parse-spec: "algorithm" invalid sorting algorithm '
+            f"(expecting one of: [{' '.join(kinds)}])",
+        )
     seed = alg.get("seed", "")
     if seed and (not re.fullmatch(r"[+-]?\d+", seed) or int(seed) < 0):
-        raise SpecError(400, f'[dsort] parse-spec: "algorithm" invalid seed {seed!r} '
-                             "(expecting integer value)")  # fmt: skip
+        raise SpecError(
+            400,
+            f'[dsort] parse-spec: "algorithm" invalid seed {_q(seed)} (expecting integer value)',
+        )
     ext = (alg.get("extension") or "").strip()
     key_type = alg.get("content_key_type", "")
     if kind == "content":
         if not ext.startswith("."):
-            raise SpecError(400, f'[dsort] parse-spec: "algorithm" algorithm: invalid '
-                                 f'extension "{ext}"')  # fmt: skip
+            raise SpecError(
+                400, f'[dsort] parse-spec: "algorithm" algorithm: invalid extension "{ext}"'
+            )
         if key_type not in ("int", "float", "string"):
-            raise SpecError(400, f'[dsort] parse-spec: "algorithm" invalid content key type '
-                                 f'"{key_type}" (expecting one of: [int string float])')  # fmt: skip
-    return {"kind": kind or "alphanumeric", "decreasing": bool(alg.get("decreasing")),
-            "seed": int(seed) if seed else time.time_ns(), "extension": ext,
-            "content_key_type": key_type}  # fmt: skip
+            raise SpecError(
+                400,
+                f'[dsort] parse-spec: "algorithm" invalid content key type '
+                f'"{key_type}" (expecting one of: [int string float])',
+            )
+    return {
+        "kind": kind or "alphanumeric",
+        "decreasing": bool(alg.get("decreasing")),
+        "seed": int(seed) if seed else time.time_ns(),
+        "extension": ext,
+        "content_key_type": key_type,
+    }
 
 
 # ----------------------------------------------------------------------------------------- jobs
 
 
-def _phase() -> dict[str, Any]:
-    return {"started_time": ZERO_TIME, "end_time": ZERO_TIME, "elapsed": 0, "running": False,
-            "finished": False}  # fmt: skip
+_EXTRACT_COUNTERS = (
+    "total_count",
+    "extracted_count",
+    "extracted_size",
+    "extracted_record_count",
+    "extracted_to_disk_count",
+    "extracted_to_disk_size",
+)
+_CREATE_COUNTERS = ("to_create", "created_count", "moved_shard_count")
+
+
+def _phase(*counters: str) -> dict[str, Any]:
+    """A phase's metrics; every counter present from the start (the SDK requires them)."""
+    phase: dict[str, Any] = {
+        "started_time": ZERO_TIME,
+        "end_time": ZERO_TIME,
+        "elapsed": 0,
+        "running": False,
+        "finished": False,
+    }
+    return phase | dict.fromkeys(counters, "0")
 
 
 @dataclass
@@ -275,9 +346,9 @@ class Job:
     aborted: bool = False
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    extraction: dict[str, Any] = field(default_factory=_phase)
+    extraction: dict[str, Any] = field(default_factory=lambda: _phase(*_EXTRACT_COUNTERS))
     sorting: dict[str, Any] = field(default_factory=_phase)
-    creation: dict[str, Any] = field(default_factory=_phase)
+    creation: dict[str, Any] = field(default_factory=lambda: _phase(*_CREATE_COUNTERS))
     abort_event: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -285,18 +356,30 @@ class Job:
         """The ``JobInfo`` JSON for this (single) target; counters are strings as in Go."""
         archived = self.done.is_set()
         metrics = {
-            "local_extraction": self.extraction, "meta_sorting": self.sorting,
-            "shard_creation": self.creation, "description": self.spec["description"],
-            "warnings": self.warnings or None, "errors": self.errors or None,
-            "aborted": self.aborted, "archived": archived,
-        }  # fmt: skip
-        return {
-            "id": self.id, "src-bck": self.spec["input_bck"], "dst-bck": self.spec["output_bck"],
-            "started_time": self.started, "finish_time": self.finished_at,
-            "started_meta_sorting": 0, "started_shard_creation": 0, "finished_shard_creation": 0,
-            "loc-objs": "0", "loc-bytes": "0", "Metrics": metrics, "aborted": self.aborted,
+            "local_extraction": self.extraction,
+            "meta_sorting": self.sorting,
+            "shard_creation": self.creation,
+            "description": self.spec["description"],
+            "warnings": self.warnings or None,
+            "errors": self.errors or None,
+            "aborted": self.aborted,
             "archived": archived,
-        }  # fmt: skip
+        }
+        return {
+            "id": self.id,
+            "src-bck": self.spec["input_bck"],
+            "dst-bck": self.spec["output_bck"],
+            "started_time": self.started,
+            "finish_time": self.finished_at,
+            "started_meta_sorting": 0,
+            "started_shard_creation": 0,
+            "finished_shard_creation": 0,
+            "loc-objs": "0",
+            "loc-bytes": "0",
+            "Metrics": metrics,
+            "aborted": self.aborted,
+            "archived": archived,
+        }
 
 
 class Jobs:
@@ -327,8 +410,15 @@ def jobs(store: AisStore) -> Jobs:
 
 
 def _reply(status: int, message: str, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
-    body = {"message": message, "method": method, "url_path": path, "remote_addr": "",
-            "caller": "", "node": NODE, "status": status}  # fmt: skip
+    body = {
+        "message": message,
+        "method": method,
+        "url_path": path,
+        "remote_addr": "",
+        "caller": "",
+        "node": NODE,
+        "status": status,
+    }
     return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
 
@@ -396,15 +486,16 @@ def _run(store: AisStore, job: Job, gate: threading.Event) -> None:
         _finish(job.sorting, t0)
         shards = _pack(records, spec)
         t0 = _start(job.creation)
-        job.creation.update(to_create=str(len(shards)), created_count="0", moved_shard_count="0")
+        job.creation["to_create"] = str(len(shards))
         while not gate.wait(0.01):
             _check(job)
         for name, recs in shards:
             _check(job)
             if not spec["dry_run"]:
                 data = _write(recs, spec["output_extension"] or _suffix(name) or ".tar")
-                store.put_object(spec["output_bck"]["name"], name, data,
-                                 spec["output_bck"]["provider"])  # fmt: skip
+                store.put_object(
+                    spec["output_bck"]["name"], name, data, spec["output_bck"]["provider"]
+                )
             job.creation["created_count"] = str(int(job.creation["created_count"]) + 1)
         _finish(job.creation, t0)
         job.finished_at = _now()
@@ -427,9 +518,7 @@ def _check(job: Job) -> None:
 def _extract(store: AisStore, job: Job) -> list[tuple[str, list[tuple[tarfile.TarInfo, bytes]]]]:
     spec = job.spec
     bck, ext = spec["input_bck"], spec["input_extension"]
-    job.extraction.update(total_count=str(len(spec["names"])), extracted_count="0",
-                          extracted_size="0", extracted_record_count="0",
-                          extracted_to_disk_count="0", extracted_to_disk_size="0")  # fmt: skip
+    job.extraction["total_count"] = str(len(spec["names"]))
     t0 = _start(job.extraction)
     records: list[tuple[str, list[tuple[tarfile.TarInfo, bytes]]]] = []
     for name in spec["names"]:
@@ -478,21 +567,26 @@ def _sort(records: list[Any], alg: dict[str, Any]) -> list[Any]:
         random.Random(alg["seed"]).shuffle(out)
         return out
     if kind == "md5":
-        return sorted(records, key=lambda r: hashlib.md5(r[0].encode()).hexdigest(),
-                      reverse=alg["decreasing"])  # fmt: skip
+        return sorted(
+            records, key=lambda r: hashlib.md5(r[0].encode()).hexdigest(), reverse=alg["decreasing"]
+        )
     if kind == "content":
         conv = {"int": int, "float": float, "string": str}[alg["content_key_type"]]
 
         def content_key(rec: Any) -> Any:
             for info, data in rec[1]:
-                if info.name.endswith(alg["extension"]) and info.name[: -len(alg["extension"])] \
-                        == rec[0]:  # fmt: skip
+                if (
+                    info.name.endswith(alg["extension"])
+                    and info.name[: -len(alg["extension"])] == rec[0]
+                ):
                     text = data.decode("utf-8", "replace").strip()
                     try:
                         return conv(text)
                     except ValueError:
-                        raise RuntimeError(f"failed to parse content key {text!r} of record "
-                                           f"{rec[0]!r} as {alg['content_key_type']}") from None  # fmt: skip
+                        raise RuntimeError(
+                            f"failed to parse content key {text!r} of record "
+                            f"{rec[0]!r} as {alg['content_key_type']}"
+                        ) from None
             raise RuntimeError(f"record {rec[0]!r} has no {alg['extension']!r} member")
 
         return sorted(records, key=content_key, reverse=alg["decreasing"])
@@ -512,8 +606,10 @@ def _pack(records: list[Any], spec: dict[str, Any]) -> list[tuple[str, list[Any]
         if cum >= limit or i == len(records) - 1:
             name = next(names, None)
             if name is None:
-                raise RuntimeError("number of shards to be created exceeds expected number of "
-                                   f"shards ({spec['out_count']})")  # fmt: skip
+                raise RuntimeError(
+                    "number of shards to be created exceeds expected number of "
+                    f"shards ({spec['out_count']})"
+                )
             if not _suffix(name) and spec["output_extension"]:
                 name += spec["output_extension"]
             shards.append((name, current))
