@@ -1,0 +1,13 @@
+"""The PyTorch layer: the only package of wds_cloud that imports torch at import time.
+
+``WebDataset``, ``DataPipeline`` and ``FluidWrapper`` are the core classes made torch
+``IterableDataset`` subclasses; ``WebLoader`` wraps a ``DataLoader`` with the fluid methods.
+"""
+
+from __future__ import annotations
+
+from wds_cloud.core.collate import torch_collate
+from wds_cloud.pytorch.datasets import DataPipeline, FluidWrapper, WebDataset
+from wds_cloud.pytorch.loader import WebLoader
+
+__all__ = ["DataPipeline", "FluidWrapper", "WebDataset", "WebLoader", "torch_collate"]

@@ -1,0 +1,31 @@
+"""Torch ``IterableDataset`` versions of the core pipeline classes.
+
+``DataLoader`` treats these as iterable datasets: each worker process gets a (pickled) copy and
+iterates it; the core shard splitters read the worker index from
+``torch.utils.data.get_worker_info()`` and the rank from ``RANK``/``WORLD_SIZE`` or
+``torch.distributed``. All behaviour is inherited from :mod:`wds_cloud.core`.
+"""
+
+from __future__ import annotations
+
+from torch.utils.data import IterableDataset
+
+from wds_cloud.core import compat, fluid, pipeline
+
+__all__ = ["DataPipeline", "FluidWrapper", "WebDataset"]
+
+
+class DataPipeline(pipeline.DataPipeline, fluid.FluidInterface, IterableDataset):
+    """:class:`wds_cloud.core.pipeline.DataPipeline` that is a torch ``IterableDataset``.
+
+    Also has the fluid methods (``.shuffle()``, ``.decode()``, ``.batched()``, ...), as
+    ``wds.DataPipeline`` in webdataset does not; they append stages to a copy.
+    """
+
+
+class WebDataset(compat.WebDataset, IterableDataset):
+    """:class:`wds_cloud.core.compat.WebDataset` that is a torch ``IterableDataset``."""
+
+
+class FluidWrapper(compat.FluidWrapper, IterableDataset):
+    """:class:`wds_cloud.core.compat.FluidWrapper` that is a torch ``IterableDataset``."""
