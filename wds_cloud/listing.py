@@ -22,9 +22,12 @@ _GLOB_CHARS = "*?["
 
 
 def _split_query(url: str) -> tuple[str, str]:
+    """Split off a ``?name=value`` query; a ``?`` not followed by ``=`` is a glob character."""
     if url_scheme(url) in ("file", "pipe"):
         return url, ""
-    base, sep, query = url.partition("?")
+    base, sep, query = url.rpartition("?")
+    if not sep or "=" not in query:
+        return url, ""
     return base, sep + query
 
 
