@@ -1,5 +1,144 @@
 """wds_cloud: stream WebDataset tar shards from local disk, pipes, HTTP, S3, GCS, AIStore and
 SageMaker into PyTorch.
+
+``import wds_cloud as wds`` gives the webdataset 1.0.2 API (``wds.WebDataset``,
+``wds.DataPipeline``, ``wds.WebLoader``, the stage functions, decoders and handlers) plus the
+cloud pieces (``list_shards``, ``ShardWriter`` to ``s3://``/``gs://``/``ais://``,
+``upload_shards``, the opener registry, dSort, SageMaker channels, ``make_loader``).
+
+Names are imported on first use, so ``import wds_cloud`` stays light: it imports neither torch
+nor numpy nor any cloud SDK. ``WebDataset``, ``DataPipeline`` and ``FluidWrapper`` are torch
+``IterableDataset`` subclasses when torch is installed (from :mod:`wds_cloud.pytorch`) and plain
+iterables otherwise (from :mod:`wds_cloud.core`).
 """
 
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
 __version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # errors
+    "ConfigError": "wds_cloud.errors",
+    "DsortSpecError": "wds_cloud.errors",
+    "MissingDependencyError": "wds_cloud.errors",
+    "SampleError": "wds_cloud.errors",
+    "ShardError": "wds_cloud.errors",
+    "ShardNotFoundError": "wds_cloud.errors",
+    "ShardOpenError": "wds_cloud.errors",
+    "ShardReadError": "wds_cloud.errors",
+    "UnsupportedSchemeError": "wds_cloud.errors",
+    "UploadError": "wds_cloud.errors",
+    "WdsCloudError": "wds_cloud.errors",
+    # urls, listing, openers
+    "expand_urls": "wds_cloud.urls",
+    "list_shards": "wds_cloud.listing",
+    "OpenerRegistry": "wds_cloud.openers.registry",
+    "default_registry": "wds_cloud.openers.registry",
+    "open_url": "wds_cloud.openers.registry",
+    "register_opener": "wds_cloud.openers.registry",
+    "ShardCache": "wds_cloud.openers.cache",
+    # tar + samples
+    "iter_tar": "wds_cloud.core.tar",
+    "base_plus_ext": "wds_cloud.core.samples",
+    "group_by_keys": "wds_cloud.core.samples",
+    "tar_file_expander": "wds_cloud.core.samples",
+    "tar_samples": "wds_cloud.core.samples",
+    "tarfile_samples": "wds_cloud.core.samples",
+    "tarfile_to_samples": "wds_cloud.core.samples",
+    "url_opener": "wds_cloud.core.samples",
+    # handlers
+    "ContinueHandler": "wds_cloud.core.handlers",
+    "StopHandler": "wds_cloud.core.handlers",
+    "ignore_and_continue": "wds_cloud.core.handlers",
+    "ignore_and_stop": "wds_cloud.core.handlers",
+    "reraise_exception": "wds_cloud.core.handlers",
+    "warn_and_continue": "wds_cloud.core.handlers",
+    "warn_and_stop": "wds_cloud.core.handlers",
+    # pipeline
+    "FluidInterface": "wds_cloud.core.fluid",
+    "pipelinefilter": "wds_cloud.core.curry",
+    "RandomMix": "wds_cloud.core.mix",
+    "RoundRobin": "wds_cloud.core.mix",
+    # shard lists and splitting
+    "ResampledShards": "wds_cloud.core.shards",
+    "SimpleShardList": "wds_cloud.core.shards",
+    "shuffle_shards": "wds_cloud.core.shards",
+    "single_node_only": "wds_cloud.core.shards",
+    "split_by_node": "wds_cloud.core.shards",
+    "split_by_sample": "wds_cloud.core.shards",
+    "split_by_worker": "wds_cloud.core.shards",
+    # stages
+    "associate": "wds_cloud.core.stages",
+    "check_empty": "wds_cloud.core.stages",
+    "extract_keys": "wds_cloud.core.stages",
+    "info": "wds_cloud.core.stages",
+    "log_keys": "wds_cloud.core.stages",
+    "map": "wds_cloud.core.stages",
+    "map_dict": "wds_cloud.core.stages",
+    "map_tuple": "wds_cloud.core.stages",
+    "non_empty": "wds_cloud.core.stages",
+    "rename": "wds_cloud.core.stages",
+    "rename_keys": "wds_cloud.core.stages",
+    "repeatedly": "wds_cloud.core.stages",
+    "rsample": "wds_cloud.core.stages",
+    "select": "wds_cloud.core.stages",
+    "slice": "wds_cloud.core.stages",
+    "to_tuple": "wds_cloud.core.stages",
+    "batched": "wds_cloud.core.batching",
+    "listed": "wds_cloud.core.batching",
+    "unbatched": "wds_cloud.core.batching",
+    "unlisted": "wds_cloud.core.batching",
+    "detshuffle": "wds_cloud.core.shuffle",
+    "shuffle": "wds_cloud.core.shuffle",
+    # decoding and collation
+    "Continue": "wds_cloud.core.decode",
+    "Decoder": "wds_cloud.core.decode",
+    "DecodingError": "wds_cloud.core.decode",
+    "basichandlers": "wds_cloud.core.decode",
+    "decode": "wds_cloud.core.decode",
+    "gzfilter": "wds_cloud.core.decode",
+    "handle_extension": "wds_cloud.core.decode",
+    "ImageHandler": "wds_cloud.core.imagedecode",
+    "imagehandler": "wds_cloud.core.imagedecode",
+    "default_collation_fn": "wds_cloud.core.collate",
+    "torch_collate": "wds_cloud.core.collate",
+    # writing
+    "ShardWriter": "wds_cloud.writing.shardwriter",
+    "TarWriter": "wds_cloud.writing.tarwriter",
+    "upload_shards": "wds_cloud.writing.upload",
+    # torch
+    "WebLoader": "wds_cloud.pytorch",
+}
+
+# Classes that are torch IterableDatasets when torch is installed.
+_TORCH_AWARE: dict[str, str] = {
+    "DataPipeline": "wds_cloud.core.pipeline",
+    "FluidWrapper": "wds_cloud.core.compat",
+    "WebDataset": "wds_cloud.core.compat",
+}
+
+__all__ = sorted([*_EXPORTS, *_TORCH_AWARE, "__version__"])
+
+
+def _torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None and name in _TORCH_AWARE:
+        module = "wds_cloud.pytorch" if _torch_available() else _TORCH_AWARE[name]
+    if module is None:
+        raise AttributeError(f"module 'wds_cloud' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # resolve once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
