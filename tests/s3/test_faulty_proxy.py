@@ -12,6 +12,7 @@ import pytest
 from tests.support.faulty_proxy import FaultyProxy
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
+_release = threading.Event()  # "/stall" sends half the body, then waits for this
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -21,7 +22,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(len(BODY)))
         self.end_headers()
-        self.wfile.write(BODY)
+        if self.path == "/stall":
+            self.wfile.write(BODY[: len(BODY) // 2])
+            self.wfile.flush()
+            _release.wait(30)
+            self.wfile.write(BODY[len(BODY) // 2 :])
+        else:
+            self.wfile.write(BODY)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -32,7 +39,9 @@ def http_port() -> Iterator[int]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    _release.clear()
     yield server.server_address[1]
+    _release.set()
     server.shutdown()
     server.server_close()
     thread.join()
@@ -77,3 +86,16 @@ def test_cuts_only_matching_requests(http_port: int, faulty_proxy) -> None:
     assert _get(proxy.port, "/bad") == BODY
     assert proxy.cuts == 2
     assert proxy.connections == 4
+
+
+def test_drop_connections_cuts_live_ones(http_port: int) -> None:
+    with FaultyProxy(http_port) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        conn.request("GET", "/stall")
+        resp = conn.getresponse()
+        resp.read(10)
+        assert proxy.drop_connections() == 1
+        with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+            resp.read()  # the second half is never sent before the drop
+        conn.close()
+        assert proxy.cuts == 1

@@ -10,7 +10,10 @@ it) once ``cut_after`` bytes of *response* (server -> client) have been forwarde
   arrive; ``request_head`` is what the client sent on that connection so far, up to 64 KiB).
 
 With neither ``first`` nor ``match`` every connection is cut. ``cut_after=None`` never cuts.
-The rule can be changed while the proxy runs with :meth:`FaultyProxy.set_fault`.
+The rule can be changed while the proxy runs with :meth:`FaultyProxy.set_fault`, and
+:meth:`FaultyProxy.drop_connections` cuts every live connection at once. The rule is decided
+once per connection, when its first response bytes arrive (keep-alive connections carrying
+several requests are judged by their first one).
 
 Counters (thread-safe reads): ``connections`` (accepted so far), ``cuts`` (connections cut),
 ``bytes_forwarded`` (server -> client, all connections).
@@ -52,7 +55,8 @@ class _Conn:
         self.upstream = upstream
         self.head = bytearray()
         self.sent = 0
-        self.decided: bool | None = None
+        self.decided = False
+        self.limit: int | None = None
         self.closed = False
         self.lock = threading.Lock()
 
@@ -107,10 +111,11 @@ class FaultyProxy:
             self._first_left = first
             self._match = match
 
-    def _should_cut(self, conn: _Conn) -> bool:
+    def _cut_limit(self, conn: _Conn) -> int | None:
+        """The cut point for ``conn`` under the current rule, or None to let it through."""
         with self._lock:
             if self._cut_after is None:
-                return False
+                return None
             match = self._match
             if match is not None:
                 if callable(match):
@@ -118,12 +123,12 @@ class FaultyProxy:
                 else:
                     hit = match in conn.head
                 if not hit:
-                    return False
+                    return None
             if self._first_left is not None:
                 if self._first_left <= 0:
-                    return False
+                    return None
                 self._first_left -= 1
-            return True
+            return self._cut_after
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -163,6 +168,15 @@ class FaultyProxy:
             self._close(conn, reset=False)
         for thread in list(self._threads):
             thread.join(timeout=10)
+
+    def drop_connections(self) -> int:
+        """Close every live connection now (counted in ``cuts``); returns how many."""
+        with self._lock:
+            conns = list(self._conns)
+            self.cuts += len(conns)
+        for conn in conns:
+            self._close(conn, reset=self.reset)
+        return len(conns)
 
     def __enter__(self) -> FaultyProxy:
         return self.start() if self._listener is None else self
@@ -223,9 +237,10 @@ class FaultyProxy:
                 data = conn.upstream.recv(1 << 16)
                 if not data:
                     break
-                if conn.decided is None:
-                    conn.decided = self._should_cut(conn)
-                limit = self._cut_after if conn.decided else None
+                if not conn.decided:
+                    conn.limit = self._cut_limit(conn)
+                    conn.decided = True
+                limit = conn.limit
                 if limit is not None and conn.sent + len(data) >= limit:
                     part = data[: max(0, limit - conn.sent)]
                     if part:

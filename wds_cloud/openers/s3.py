@@ -1,0 +1,494 @@
+"""Amazon S3 (and S3-compatible servers) through boto3: ``s3://bucket/key``.
+
+SDK: ``boto3`` (``pip install 'wds_cloud[s3]'``). Credentials come from boto3's standard chain
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, ``AWS_PROFILE``, the
+shared config files, instance/container roles) unless given explicitly in :class:`S3Config`.
+
+Configuration is resolved when an :class:`S3Config` is built: explicit value >
+``WDS_CLOUD_S3_<FIELD>`` (e.g. ``WDS_CLOUD_S3_ENDPOINT_URL``, ``WDS_CLOUD_S3_PREFETCH``) > the
+AWS variables ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` > defaults. Reads stream one ``GetObject`` through
+:class:`~wds_cloud.openers.resume.ResumableReader` (a dropped connection resumes with
+``Range: bytes=<offset>-`` pinned to the first response's ETag), or, with ``prefetch=N``, run N
+ranged GETs of ``prefetch_chunk`` bytes in parallel threads (:mod:`wds_cloud.openers.s3_prefetch`).
+Writes (:meth:`S3Opener.create`) are multipart uploads (:mod:`wds_cloud.openers.s3_write`).
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import threading
+from dataclasses import dataclass, fields, replace
+from typing import IO, Any
+
+from wds_cloud.errors import (
+    ConfigError,
+    MissingDependencyError,
+    ShardError,
+    ShardNotFoundError,
+    ShardOpenError,
+    ShardReadError,
+    UploadError,
+)
+from wds_cloud.openers.resume import NETWORK_ERRORS, ResumableReader
+
+try:
+    import boto3
+    import botocore.config
+    import botocore.exceptions as bexc
+    import urllib3.exceptions as u3exc
+except ImportError:  # pragma: no cover - exercised only without the extra
+    boto3 = None
+
+SCHEMES = ("s3",)
+
+MIN_PART_SIZE = 5 << 20
+
+_DEFAULTS: dict[str, Any] = {
+    "endpoint_url": None,
+    "region": None,
+    "profile": None,
+    "addressing_style": None,  # "path" with a custom endpoint, else "auto"
+    "requester_pays": False,
+    "max_attempts": 5,
+    "retries": 5,
+    "backoff": 0.1,
+    "multipart_chunksize": 16 << 20,
+    "prefetch": 0,
+    "prefetch_chunk": 8 << 20,
+    "connect_timeout": 10.0,
+    "read_timeout": 60.0,
+    "list_page_size": 1000,
+    "access_key_id": None,
+    "secret_access_key": None,
+    "session_token": None,
+}
+
+# Fields that may come from the environment, with the AWS fallbacks after WDS_CLOUD_S3_*.
+_AWS_ENV: dict[str, tuple[str, ...]] = {
+    "endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+    "profile": ("AWS_PROFILE",),
+}
+_NO_WDS_ENV = {"access_key_id", "secret_access_key", "session_token"}  # boto3's chain does this
+
+
+def _convert(name: str, value: Any, source: str) -> Any:
+    kind = type(_DEFAULTS[name]) if _DEFAULTS[name] is not None else str
+    try:
+        if kind is bool:
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return low in ("1", "true", "yes", "on")
+            return bool(value)
+        if kind is int:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return int(value)
+        if kind is float:
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"S3 setting {name} from {source} is not a valid {kind.__name__}: {value!r}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """S3 settings; ``None`` fields are resolved by :meth:`resolve` (the opener does it).
+
+    Attributes:
+        endpoint_url: custom endpoint (MinIO, SeaweedFS, ...); None means AWS.
+        region: signing region; None lets boto3 decide.
+        profile: named profile of the shared AWS config files.
+        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"``.
+        requester_pays: send ``RequestPayer=requester``.
+        max_attempts: boto3 attempts per request (standard retry mode).
+        retries: stream resumes allowed in a row after dropped connections.
+        backoff: first resume delay in seconds (doubles each time, up to 5 s).
+        multipart_chunksize: upload part size in bytes (at least 5 MiB).
+        prefetch: parallel ranged GETs in flight per stream; 0 streams one GET.
+        prefetch_chunk: bytes per ranged GET when prefetching.
+        connect_timeout: seconds.
+        read_timeout: seconds without data before a read counts as dropped.
+        list_page_size: ``MaxKeys`` per ``ListObjectsV2`` page.
+        access_key_id: explicit credentials (otherwise boto3's chain).
+        secret_access_key: explicit credentials.
+        session_token: explicit credentials.
+    """
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    addressing_style: str | None = None
+    requester_pays: bool | None = None
+    max_attempts: int | None = None
+    retries: int | None = None
+    backoff: float | None = None
+    multipart_chunksize: int | None = None
+    prefetch: int | None = None
+    prefetch_chunk: int | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    list_page_size: int | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+
+    def resolve(self, environ: dict[str, str] | None = None) -> S3Config:
+        """Fill every ``None`` field from the environment, then the defaults.
+
+        Raises:
+            ConfigError: a value has the wrong type or is out of range.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            source = "argument"
+            if value is None and f.name not in _NO_WDS_ENV:
+                var = f"WDS_CLOUD_S3_{f.name.upper()}"
+                if env.get(var):
+                    value, source = env[var], var
+                else:
+                    for var in _AWS_ENV.get(f.name, ()):
+                        if env.get(var):
+                            value, source = env[var], var
+                            break
+            if value is None:
+                value = _DEFAULTS[f.name]
+            elif f.name in _DEFAULTS:
+                value = _convert(f.name, value, source)
+            values[f.name] = value
+        if values["addressing_style"] is None:
+            values["addressing_style"] = "path" if values["endpoint_url"] else "auto"
+        if values["addressing_style"] not in ("path", "virtual", "auto"):
+            raise ConfigError(
+                f"S3 addressing_style must be path, virtual or auto, got {values['addressing_style']!r}"
+            )
+        if values["multipart_chunksize"] < MIN_PART_SIZE:
+            raise ConfigError(
+                f"S3 multipart_chunksize must be at least 5 MiB, got {values['multipart_chunksize']}"
+            )
+        for name in ("max_attempts", "prefetch_chunk", "list_page_size"):
+            if values[name] < 1:
+                raise ConfigError(f"S3 {name} must be at least 1, got {values[name]}")
+        for name in ("retries", "prefetch"):
+            if values[name] < 0:
+                raise ConfigError(f"S3 {name} must be >= 0, got {values[name]}")
+        return replace(self, **values)
+
+
+def split_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/key`` -> ``(bucket, key)``; the key is taken verbatim (``?`` included).
+
+    Raises:
+        ConfigError: not an ``s3://`` URL, or no bucket.
+    """
+    if not url.lower().startswith("s3://"):
+        raise ConfigError(f"not an s3:// URL: {url!r}")
+    bucket, _, key = url[5:].partition("/")
+    if not bucket:
+        raise ConfigError(f"URL {url!r} has no bucket name (expected s3://BUCKET/KEY)")
+    return bucket, key
+
+
+_NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}
+_DENIED = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "403",
+    "ExpiredToken",
+    "InvalidToken",
+    "AllAccessDisabled",
+    "AccountProblem",
+}
+_CHANGED = {"PreconditionFailed", "412"}
+
+
+def translate_error(
+    exc: BaseException,
+    url: str,
+    *,
+    endpoint: str | None,
+    offset: int | None = None,
+    writing: bool = False,
+) -> ShardError | UploadError:
+    """Map a boto3/botocore exception to the wds_cloud error tree (the one place that does).
+
+    Args:
+        exc: what boto3 raised.
+        url: the ``s3://`` URL involved.
+        endpoint: the endpoint in use (None: AWS), named when it cannot be reached.
+        offset: byte offset reached when reading, if any.
+        writing: map to :class:`UploadError` (the caller aborts the upload).
+    """
+    where = endpoint or "the AWS S3 endpoint"
+    if isinstance(exc, (ShardError, UploadError)):
+        return exc
+    err: ShardError
+    if isinstance(exc, bexc.ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        message = error.get("Message") or str(exc)
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        op = getattr(exc, "operation_name", "request")
+        if code in _NOT_FOUND or status == 404:
+            what = {"NoSuchBucket": "bucket does not exist", "NoSuchKey": "object does not exist"}
+            err = ShardNotFoundError(
+                f"S3 {what.get(code, 'object or bucket not found')} ({code}: {message})", url=url
+            )
+        elif code in _DENIED or status == 403:
+            err = ShardOpenError(f"S3 access denied by {where} ({code}: {message})", url=url)
+        elif code in _CHANGED or status == 412:
+            err = ShardReadError(
+                "S3 object changed while it was being read (its ETag no longer matches); "
+                "re-run with the new version",
+                url=url,
+                offset=offset,
+            )
+        else:
+            err = ShardOpenError(
+                f"S3 {op} failed ({code or status}: {message})", url=url, offset=offset
+            )
+    elif isinstance(exc, (bexc.EndpointConnectionError, bexc.ConnectTimeoutError)):
+        err = ShardOpenError(f"cannot reach S3 endpoint {where}: {exc}", url=url, offset=offset)
+    elif isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
+        err = ShardOpenError(f"no usable AWS credentials for {where}: {exc}", url=url)
+    elif isinstance(exc, read_errors()):
+        err = ShardReadError(f"S3 connection to {where} broke: {exc!r}", url=url, offset=offset)
+    else:
+        err = ShardOpenError(f"S3 request to {where} failed: {exc!r}", url=url, offset=offset)
+    if writing:
+        return UploadError(f"S3 upload failed: {err.reason}", url=url)
+    return err
+
+
+def read_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the connection dropped mid-body": resume from the offset."""
+    return (
+        *NETWORK_ERRORS,
+        http.client.IncompleteRead,
+        bexc.ResponseStreamingError,
+        bexc.IncompleteReadError,
+        bexc.ReadTimeoutError,
+        bexc.ConnectionClosedError,
+        bexc.EndpointConnectionError,
+        bexc.ConnectTimeoutError,
+        u3exc.ProtocolError,
+        u3exc.ReadTimeoutError,
+    )
+
+
+class S3Opener:
+    """Opens, lists and creates ``s3://bucket/key`` objects.
+
+    Args:
+        config: base settings; None means all from the environment/defaults.
+        **overrides: :class:`S3Config` fields that replace those of ``config``.
+
+    Raises:
+        ConfigError: an unknown setting or an invalid value.
+    """
+
+    def __init__(self, config: S3Config | None = None, **overrides: Any) -> None:
+        base = config or S3Config()
+        names = {f.name for f in fields(S3Config)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ConfigError(f"unknown S3 settings {unknown}; known: {sorted(names)}")
+        self.config = replace(base, **overrides).resolve()
+        self._client: Any = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+
+    # -- pickling: configs travel, clients do not -------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.config = state["config"]
+        self._client = None
+        self._pid = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"S3Opener(endpoint_url={self.config.endpoint_url!r}, region={self.config.region!r})"
+
+    # -- client ----------------------------------------------------------------------------
+
+    def client(self) -> Any:
+        """The boto3 S3 client of this process (created on first use, re-created after fork).
+
+        Raises:
+            MissingDependencyError: boto3 is not installed.
+        """
+        if boto3 is None:
+            raise MissingDependencyError("the s3:// backend needs boto3", extra="s3")
+        pid = os.getpid()
+        if self._client is not None and self._pid == pid:
+            return self._client
+        with self._lock:
+            if self._client is None or self._pid != pid:
+                cfg = self.config
+                session = boto3.session.Session(
+                    profile_name=cfg.profile,
+                    aws_access_key_id=cfg.access_key_id,
+                    aws_secret_access_key=cfg.secret_access_key,
+                    aws_session_token=cfg.session_token,
+                )
+                pool = max(10, 2 * (cfg.prefetch or 0) + 4)
+                bcfg = botocore.config.Config(
+                    region_name=cfg.region,
+                    retries={"max_attempts": cfg.max_attempts, "mode": "standard"},
+                    s3={"addressing_style": cfg.addressing_style},
+                    connect_timeout=cfg.connect_timeout,
+                    read_timeout=cfg.read_timeout,
+                    max_pool_connections=pool,
+                )
+                self._client = session.client("s3", endpoint_url=cfg.endpoint_url, config=bcfg)
+                self._pid = pid
+        return self._client
+
+    def _extra(self) -> dict[str, str]:
+        return {"RequestPayer": "requester"} if self.config.requester_pays else {}
+
+    def _error(self, exc: BaseException, url: str, **kw: Any) -> ShardError | UploadError:
+        return translate_error(exc, url, endpoint=self.config.endpoint_url, **kw)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def open(self, url: str, **options: Any) -> IO[bytes]:
+        """Open ``s3://bucket/key`` for streaming reads.
+
+        Args:
+            url: the object URL.
+            **options: per-call overrides of ``prefetch``, ``prefetch_chunk``, ``retries``,
+                ``backoff``.
+
+        Returns:
+            A readable binary stream (``read``, ``readinto``, ``close``).
+
+        Raises:
+            ShardNotFoundError: no such object or bucket.
+            ShardOpenError: access denied, endpoint unreachable, other request failures.
+            ConfigError: an unknown option.
+            MissingDependencyError: boto3 is not installed.
+        """
+        allowed = {"prefetch", "prefetch_chunk", "retries", "backoff"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"unknown options {unknown} for s3 open(); allowed: {sorted(allowed)}"
+            )
+        cfg = replace(self.config, **options).resolve({}) if options else self.config
+        bucket, key = split_s3_url(url)
+        if not key:
+            raise ConfigError(f"URL {url!r} names a bucket, not an object")
+        client = self.client()
+        if cfg.prefetch:
+            from wds_cloud.openers.s3_prefetch import open_prefetching
+
+            stream = open_prefetching(self, cfg, url, bucket, key)
+            if stream is not None:
+                return stream
+        return self._open_sequential(client, cfg, url, bucket, key)
+
+    def _open_sequential(
+        self, client: Any, cfg: S3Config, url: str, bucket: str, key: str
+    ) -> IO[bytes]:
+        pinned: dict[str, Any] = {}
+        extra = self._extra()
+
+        def fetch(offset: int) -> tuple[IO[bytes], int]:
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, **extra}
+            if pinned:
+                kwargs["IfMatch"] = pinned["etag"]
+                if offset:
+                    kwargs["Range"] = f"bytes={offset}-"
+            try:
+                response = client.get_object(**kwargs)
+            except bexc.ClientError as exc:
+                if not pinned:
+                    raise self._error(exc, url) from exc
+                err = self._error(exc, url, offset=offset)
+                if not isinstance(err, ShardReadError):
+                    err = ShardReadError(
+                        f"resuming the read failed: {err.reason}", url=url, offset=offset
+                    )
+                raise err from exc
+            except read_errors() as exc:
+                if not pinned:  # the first request: boto3 already retried; say where we failed
+                    raise self._error(exc, url) from exc
+                raise
+            if not pinned:
+                pinned["etag"] = response.get("ETag")
+                pinned["size"] = response.get("ContentLength")
+            return response["Body"], offset
+
+        body, _ = fetch(0)
+        first = [body]
+
+        def fetch_resuming(offset: int) -> tuple[IO[bytes], int]:
+            if first:
+                return first.pop(), offset
+            return fetch(offset)
+
+        return ResumableReader(  # type: ignore[return-value]
+            fetch_resuming,
+            url=url,
+            size=pinned.get("size"),
+            retries=cfg.retries or 0,
+            backoff=cfg.backoff or 0.0,
+            retry_on=read_errors(),
+        )
+
+    # -- listing ---------------------------------------------------------------------------
+
+    def list(self, url: str, *, page_size: int | None = None) -> list[str]:
+        """Every object under the prefix ``url`` as full ``s3://bucket/key`` URLs, sorted.
+
+        ``s3://bucket/dir/`` lists a "directory" recursively, ``s3://bucket/dir/train-`` every key
+        starting with that prefix, ``s3://bucket`` the whole bucket. All pages are read; keys
+        ending in ``/`` (directory markers) are left out.
+
+        Raises:
+            ShardNotFoundError: the bucket does not exist.
+            ShardOpenError: access denied, endpoint unreachable.
+        """
+        bucket, prefix = split_s3_url(url)
+        size = page_size or self.config.list_page_size
+        paginator = self.client().get_paginator("list_objects_v2")
+        out: list[str] = []
+        try:
+            pages = paginator.paginate(
+                Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": size}, **self._extra()
+            )
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    if not item["Key"].endswith("/"):
+                        out.append(f"s3://{bucket}/{item['Key']}")
+        except Exception as exc:
+            raise self._error(exc, url) from exc
+        out.sort()
+        return out
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create(self, url: str) -> Any:
+        """A writable stream to ``url``: ``close()`` commits, ``abort()`` discards.
+
+        See :class:`wds_cloud.openers.s3_write.S3Writer`.
+        """
+        from wds_cloud.openers.s3_write import S3Writer
+
+        bucket, key = split_s3_url(url)
+        if not key:
+            raise ConfigError(f"URL {url!r} names a bucket, not an object")
+        return S3Writer(self, url, bucket, key)
