@@ -64,7 +64,9 @@ class AisEmulator:
     def start(self) -> AisEmulator:
         """Serve on a daemon thread; returns self."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, args=(0.05,), daemon=True
+            )
             self._thread.start()
         return self
 
