@@ -266,3 +266,17 @@ def test_output_as_targz(ais_emulator: AisEmulator, ais_client: Any) -> None:
     assert (
         io.BytesIO(ais_emulator.store.get_object("dst", shards[0][0]).data).read(2) == b"\x1f\x8b"
     )
+
+
+def test_wait_timeout_leaves_the_job_running(ais_emulator: AisEmulator, ais_client: Any) -> None:
+    make_shards(ais_emulator.store, "src")
+    gate = emu_dsort.jobs(ais_emulator.store)
+    gate.hold()
+    try:
+        job = dsort.start(spec(), client=ais_client)
+        with pytest.raises(dsort.DsortTimeoutError, match="still running") as err:
+            dsort.wait(job, client=ais_client, progress=False, poll_interval=0.02, timeout=0.1)
+        assert isinstance(err.value, TimeoutError) and err.value.job_id == job
+    finally:
+        gate.release()
+    assert dsort.wait(job, client=ais_client, progress=False, poll_interval=0.02).success

@@ -47,14 +47,15 @@ def test_builder_matches_sdk_framework_to_spec() -> None:
     from aistore.sdk.multiobj import ObjectRange
     from aistore.sdk.types import BucketModel
 
-    for alg, ours in [
+    cases: list[tuple[Any, dict[str, Any]]] = [
         (DsortAlgorithm(kind="shuffle", seed="42"), {"algorithm": "shuffle", "seed": 42}),
         (DsortAlgorithm(kind="alphanumeric", decreasing=True), {"decreasing": True}),
         (
             DsortAlgorithm(kind="content", extension=".cls", content_key_type="int"),
             {"algorithm": "content", "content_extension": ".cls", "content_key_type": "int"},
         ),
-    ]:
+    ]
+    for alg, ours in cases:
         framework = DsortFramework(
             input_shards=DsortShardsGroup(
                 BucketModel(name="src", provider="ais"),
