@@ -38,7 +38,6 @@ SPEC_KEYS = (
 )
 ALGORITHM_KEYS = ("kind", "decreasing", "seed", "extension", "content_key_type")
 _OLD_KEYS = {"extension": "input_extension", "bck": "input_bck", "order_file": "ekm_file"}
-_MAX_INT32 = 2**31 - 1
 _MAX_INPUT_NAMES = 10_000_000
 _BUCKET_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
