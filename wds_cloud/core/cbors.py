@@ -17,7 +17,7 @@ truncated or undecodable stream ends that file.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
@@ -89,7 +89,7 @@ def iter_cbors(
     except ImportError as exc:  # pragma: no cover - cbor2 is a dev/encoders dependency
         raise MissingDependencyError("reading .cbors needs cbor2", extra="encoders") from exc
     counting = _Counting(stream)
-    decoder = cbor2.CBORDecoder(counting)
+    decoder = cbor2.CBORDecoder(cast("IO[bytes]", counting))
     index = 0
     while True:
         start = counting.offset
