@@ -57,7 +57,7 @@ def write_dataset(directory: str, samples: int, per_shard: int, seed: int = 0) -
                     "json": {"index": i, "label": label},
                 }
             )
-        return list(sink.shards)
+    return list(sink.shards)  # complete only once the writer has closed the last shard
 
 
 def read_dataset(shards: Sequence[str], batch_size: int, seed: int = 0) -> tuple[int, int]:
