@@ -1,24 +1,17 @@
-"""Batching stages: ``batched``, ``unbatched``, ``listed``, ``unlisted``."""
+"""Batching stages: ``batched``, ``unbatched``, ``listed``, ``unlisted``.
+
+``batched`` collates with :func:`wds_cloud.core.collate.default_collation_fn` by default.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from wds_cloud.core.collate import default_collation_fn
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import reraise_exception
 from wds_cloud.errors import SampleError
-
-
-def default_collation_fn(samples: list[Any], *args: Any, **kw: Any) -> Any:
-    """Collate a list of samples (forwards to ``wds_cloud.core.collate.default_collation_fn``).
-
-    Tuples/lists become tuples of batched fields, dicts become dicts; numbers become numpy
-    arrays, tensors are stacked, anything else becomes a list.
-    """
-    from wds_cloud.core.collate import default_collation_fn as collate
-
-    return collate(samples, *args, **kw)
 
 
 def _batched(
