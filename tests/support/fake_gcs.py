@@ -121,7 +121,7 @@ class FakeGcsServer:
 
         return storage.Client(
             project=project,
-            credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+            credentials=AnonymousCredentials(),
             client_options={"api_endpoint": self.endpoint},
         )
 

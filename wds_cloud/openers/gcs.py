@@ -194,6 +194,8 @@ def translate_error(
     """
     if isinstance(exc, ShardError | UploadError):
         return exc
+    if storage is not None and isinstance(exc, gexc.RetryError) and exc.cause is not None:
+        exc = exc.cause  # the SDK gave up retrying: report what actually went wrong
     kind: type[ShardError] = ShardOpenError
     if storage is not None and isinstance(exc, gexc.NotFound):
         kind = ShardNotFoundError
@@ -336,7 +338,9 @@ class GcsOpener:
 
     def _missing(self, client: Any, parsed: ObjectUrl, url: str) -> ShardNotFoundError:
         try:
-            bucket_exists = client.bucket(parsed.bucket).exists()
+            bucket_exists = client.bucket(parsed.bucket).exists(
+                timeout=self._timeout(), retry=self._retry()
+            )
         except Exception:
             bucket_exists = True  # say the object is missing, which is certainly true
         what = (
@@ -346,7 +350,7 @@ class GcsOpener:
         )
         return ShardNotFoundError(what, url=url)
 
-    def open(self, url: str, **options: Any) -> IO[bytes]:
+    def open(self, url: str, **options: Any) -> ResumableReader:
         """Open ``gs://bucket/blob`` as a resumable streaming binary reader.
 
         Args:
@@ -364,7 +368,7 @@ class GcsOpener:
         generation = options.get("generation")
         try:
             blob = client.bucket(parsed.bucket).get_blob(
-                parsed.key, generation=generation, timeout=self._timeout()
+                parsed.key, generation=generation, timeout=self._timeout(), retry=self._retry()
             )
         except Exception as exc:
             raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
@@ -379,13 +383,26 @@ class GcsOpener:
         def fetch(offset: int) -> tuple[IO[bytes], int]:
             return self._fetch(client, media, url, parsed, int(blob.generation), offset)
 
-        return ResumableReader(  # type: ignore[return-value]
+        return ResumableReader(
             fetch,
             url=url,
             size=int(blob.size),
             retries=int(self.config.retries or 0),
             backoff=float(self.config.backoff or 0.0),
             retry_on=_read_errors(),
+        )
+
+    def _retry(self) -> Any:
+        """The SDK retry policy for metadata and listing calls, from ``retries``/``backoff``."""
+        retries = int(self.config.retries or 0)
+        if not retries:
+            return None
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        backoff = float(self.config.backoff or 0.0)
+        delays = [min(5.0, backoff * 2**i) for i in range(retries)]
+        return DEFAULT_RETRY.with_delay(initial=backoff, maximum=5.0, multiplier=2.0).with_timeout(
+            sum(delays) + 1.0
         )
 
     def _timeout(self) -> tuple[float, float]:
@@ -410,7 +427,9 @@ class GcsOpener:
             response.close()
         if status == 404:
             try:
-                current = client.bucket(parsed.bucket).get_blob(parsed.key, timeout=self._timeout())
+                current = client.bucket(parsed.bucket).get_blob(
+                    parsed.key, timeout=self._timeout(), retry=self._retry()
+                )
             except Exception:
                 current = None
             if current is None:
@@ -440,17 +459,17 @@ class GcsOpener:
                 prefix=parsed.key or None,
                 page_size=self.config.page_size,
                 timeout=self._timeout(),
+                retry=self._retry(),
             )
             return [f"{parsed.scheme}://{parsed.bucket}/{blob.name}" for blob in blobs]
         except Exception as exc:
             raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
 
-    def create(self, url: str, *, overwrite: bool = True, content_type: str | None = None) -> Any:
+    def create(self, url: str, *, content_type: str | None = None) -> Any:
         """A writable stream uploading to ``url``; ``close()`` commits, ``abort()`` discards.
 
         Args:
             url: destination ``gs://bucket/blob``.
-            overwrite: when False the upload fails if the object already exists.
             content_type: stored content type (default ``application/x-tar``).
 
         Raises:
@@ -470,7 +489,7 @@ class GcsOpener:
             url=url,
             endpoint=self.endpoint,
             chunk_size=int(self.config.chunk_size or 16 << 20),
-            overwrite=overwrite,
             content_type=content_type or "application/x-tar",
             timeout=self._timeout(),
+            retry=self._retry(),
         )

@@ -21,9 +21,10 @@ class GcsWriter(io.RawIOBase):
         url: the destination URL, for error messages.
         endpoint: the API endpoint, for error messages.
         chunk_size: bytes per uploaded chunk (a multiple of 256 KiB).
-        overwrite: when False, fail if the object exists (``ifGenerationMatch=0``).
         content_type: the stored content type.
         timeout: ``(connect, read)`` seconds per request.
+        retry: the SDK retry policy for each request of the session (``None``: no retries).
+            Chunks carry their offsets, so retrying them is safe.
     """
 
     def __init__(
@@ -33,22 +34,17 @@ class GcsWriter(io.RawIOBase):
         url: str,
         endpoint: str,
         chunk_size: int,
-        overwrite: bool = True,
         content_type: str = "application/x-tar",
         timeout: tuple[float, float] = (30.0, 120.0),
+        retry: Any = None,
     ) -> None:
-        from google.cloud.storage.retry import DEFAULT_RETRY
-
         super().__init__()
         self.url = url
         self.endpoint = endpoint
         self.bytes_written = 0
         kwargs: dict[str, Any] = {"content_type": content_type, "timeout": timeout}
-        if not overwrite:
-            kwargs["if_generation_match"] = 0
-        # Chunks of a resumable session carry their offsets, so retrying them is safe.
         self._writer = blob.open(
-            "wb", chunk_size=chunk_size, ignore_flush=True, retry=DEFAULT_RETRY, **kwargs
+            "wb", chunk_size=chunk_size, ignore_flush=True, retry=retry, **kwargs
         )
         self._done = False
 
