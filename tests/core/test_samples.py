@@ -221,3 +221,10 @@ def test_pipe_shards_have_no_local_path(tmp_path: object) -> None:
     path = write(os.path.join(str(tmp_path), "a.tar"), tar_bytes([("a.txt", b"1")]))
     got = list(tarfile_samples([f"pipe:cat {path}"], local_paths=True))
     assert got == [{"__key__": "a", "__url__": f"pipe:cat {path}", "txt": b"1"}]
+
+
+def test_file_urls_give_a_decoded_local_path(tmp_path: object) -> None:
+    path = write(os.path.join(str(tmp_path), "a b.tar"), tar_bytes([("a.txt", b"1")]))
+    url = "file://" + path.replace(" ", "%20")
+    (sample,) = tarfile_samples([url], local_paths=True)
+    assert sample["__url__"] == url and sample["__local_path__"] == path

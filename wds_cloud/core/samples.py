@@ -175,7 +175,9 @@ def _shard_samples(
 def _local_path(url: str) -> str | None:
     if url_scheme(url) != "file" or url == "-":
         return None
-    return url[7:] if url.startswith("file://") else url
+    from wds_cloud.openers.local import url_to_path
+
+    return url_to_path(url)
 
 
 def _shard_url(item: Any) -> str:
