@@ -26,6 +26,7 @@ DEFAULT_MTIME = 946_684_800
 _MAX_OCTAL_11 = 8**11  # sizes and mtimes must be below this to fit ustar's 11 octal digits
 _END_OF_ARCHIVE = bytes(2 * BLOCK)
 _PAX_NAME = b"././@PaxHeader"
+_JOIN_LIMIT = 256 << 10  # samples up to this size are joined and written in one call
 
 
 class FormattedSample(NamedTuple):
@@ -122,22 +123,23 @@ class SampleFormatter:
         )
         self._tail = tail
         self._pax_tail = b"x" + tail[1:]
+        self._tail_sum = sum(tail)
         self._const_sum = sum(self._middle) + sum(self._mtime) + 8 * 32
 
     def _block(self, name: bytes, size: int, prefix: bytes, tail: bytes) -> bytes:
-        name_f = name.ljust(100, b"\0")
         size_f = _octal(size, 12)
-        prefix_f = prefix.ljust(155, b"\0")
-        checksum = self._const_sum + sum(tail) + sum(name_f) + sum(size_f) + sum(prefix_f)
+        # NUL padding adds nothing to the checksum, so sum the meaningful bytes only
+        checksum = self._const_sum + (self._tail_sum if tail is self._tail else sum(tail))
+        checksum += sum(name) + sum(size_f) + (sum(prefix) if prefix else 0)
         return b"".join(
             (
-                name_f,
+                name.ljust(100, b"\0"),
                 self._middle,
                 size_f,
                 self._mtime,
                 b"%06o\0 " % checksum,
                 tail,
-                prefix_f,
+                prefix.ljust(155, b"\0"),
                 bytes(12),
             )
         )
@@ -359,9 +361,11 @@ class TarWriter:
         if self.closed:
             raise ValueError(f"write to a closed TarWriter ({self.name or 'stream'})")
         try:
-            write = self._stream.write
-            for chunk in formatted.chunks:
-                write(chunk)
+            if formatted.size <= _JOIN_LIMIT:
+                self._stream.write(b"".join(formatted.chunks))  # one call for small samples
+            else:
+                for chunk in formatted.chunks:
+                    self._stream.write(chunk)
         except Exception as exc:
             self.abort()
             raise UploadError(
