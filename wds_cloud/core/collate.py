@@ -43,13 +43,19 @@ def _combine(column: Any, values: list[Any], combine_tensors: bool, combine_scal
             return values
         import torch
 
-        _check_shapes(column, values)
-        return torch.stack(values)
+        try:
+            return torch.stack(values)
+        except RuntimeError:
+            _check_shapes(column, values)
+            raise
     if isinstance(first, np.ndarray):
         if not combine_tensors:
             return values
-        _check_shapes(column, values)
-        return np.stack(values)
+        try:
+            return np.stack(values)
+        except ValueError:
+            _check_shapes(column, values)
+            raise
     return values
 
 
