@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import fnmatch
 import itertools
+import operator
 import random
 import re
 import sys
@@ -186,29 +187,46 @@ def _to_tuple(
     spec = parse_field_spec(args)
     simple = all(len(alts) == 1 for alts in spec)
     names = [alts[0] for alts in spec]
+    getter = operator.itemgetter(*names) if names else None
+    single = len(names) == 1
+
+    def missing(sample: Any) -> SampleError:
+        gone = [";".join(a) for a in spec if not any(k in sample for k in a)]
+        return SampleError(
+            f"to_tuple: missing {gone} (sample keys {_keys(sample)})", **_where(sample)
+        )
+
     for sample in data:
         try:
-            if simple:
+            if simple and getter is not None:
                 try:
-                    result = tuple([sample[k] for k in names])
+                    result = getter(sample)
+                    if single:
+                        result = (result,)
                 except KeyError:
                     if missing_is_error:
-                        missing = [k for k in names if k not in sample]
-                        raise SampleError(
-                            f"to_tuple: missing {missing} (sample keys {_keys(sample)})",
-                            **_where(sample),
-                        ) from None
+                        raise missing(sample) from None
                     result = tuple([sample.get(k) for k in names])
             else:
-                result = tuple(
-                    [getfirst(sample, alts, missing_is_error=missing_is_error) for alts in spec]
-                )
-            if none_is_error and any(v is None for v in result):
-                bad = [";".join(a) for a, v in zip(spec, result, strict=True) if v is None]
-                raise SampleError(
-                    f"to_tuple: {bad} missing or None (sample keys {_keys(sample)})",
-                    **_where(sample),
-                )
+                out = []
+                for alts in spec:
+                    for k in alts:
+                        if k in sample:
+                            out.append(sample[k])
+                            break
+                    else:
+                        if missing_is_error:
+                            raise missing(sample)
+                        out.append(None)
+                result = tuple(out)
+            if none_is_error:
+                for v in result:
+                    if v is None:
+                        bad = [";".join(a) for a, x in zip(spec, result, strict=True) if x is None]
+                        raise SampleError(
+                            f"to_tuple: {bad} missing or None (sample keys {_keys(sample)})",
+                            **_where(sample),
+                        )
         except Exception as exn:
             if handler(exn):
                 continue
