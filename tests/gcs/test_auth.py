@@ -33,6 +33,7 @@ class _TokenHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.requests += 1
+        body: dict[str, Any]
         if self.server.refuse:
             status, body = (
                 400,
@@ -97,7 +98,12 @@ def test_service_account_token_is_sent(
     bucket.blob("x").upload_from_string(b"payload")
     heads: list[bytes] = []
     proxy = faulty_proxy(fake_gcs.port, cut_after=None)
-    proxy.set_fault(cut_after=1 << 40, match=lambda i, head: heads.append(head) or False)
+
+    def record(index: int, head: bytes) -> bool:
+        heads.append(head)
+        return False
+
+    proxy.set_fault(cut_after=1 << 40, match=record)
     creds = _service_account_file(tmp_path, f"http://127.0.0.1:{token_server.server_port}/token")
     opener = GcsOpener(endpoint=proxy.url, credentials=str(creds))
     assert opener.config.anonymous is False
