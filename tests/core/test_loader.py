@@ -89,3 +89,14 @@ def test_spawn_pickles_full_pipeline_with_length(shards, clean_env):
     loader = DataLoader(ds, num_workers=1, batch_size=None, multiprocessing_context="spawn")
     assert len(loader) == 40
     assert len(list(loader)) == 40
+
+
+def test_webloader_set_epoch_forwards_to_dataset(shards, clean_env):
+    ds = WebDataset(shards.pattern, shardshuffle=True, seed=2)
+    loader = WebLoader(ds, num_workers=2, batch_size=None)
+    loader.set_epoch(4)
+    assert ds.stage(1).epoch == 4
+    ds.set_epoch(4)
+    reference = keys(ds)
+    loader.set_epoch(4)
+    assert sorted(keys(loader)) == sorted(reference)
