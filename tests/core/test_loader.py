@@ -100,3 +100,45 @@ def test_webloader_set_epoch_forwards_to_dataset(shards, clean_env):
     reference = keys(ds)
     loader.set_epoch(4)
     assert sorted(keys(loader)) == sorted(reference)
+
+
+def _ddp_reader(rank: int, world: int, store_path: str, pattern: str, epoch: int, queue) -> None:
+    import torch.distributed as dist
+
+    store = dist.FileStore(store_path, world)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    try:
+        from wds_cloud.core.shards import node_info, split_by_node
+
+        ds = WebDataset(pattern, shardshuffle=True, seed=8, nodesplitter=split_by_node)
+        ds.set_epoch(epoch)
+        queue.put((rank, node_info(), keys(ds)))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_rank_from_torch_distributed(shards, clean_env, tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    results = {}
+    for epoch in (0, 1):
+        queue = ctx.Queue()
+        store = str(tmp_path / f"store{epoch}")
+        procs = [
+            ctx.Process(target=_ddp_reader, args=(r, 2, store, shards.pattern, epoch, queue))
+            for r in range(2)
+        ]
+        for p in procs:
+            p.start()
+        got = [queue.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+        by_rank = {rank: (info, ks) for rank, info, ks in got}
+        assert by_rank[0][0] == (0, 2) and by_rank[1][0] == (1, 2)
+        union = by_rank[0][1] + by_rank[1][1]
+        assert sorted(union) == sorted(shards.keys)
+        results[epoch] = by_rank[0][1]
+    assert results[0] != results[1]
