@@ -1,5 +1,7 @@
 """Read throughput against fake-gcs-server: GcsOpener vs download_to_file vs Blob.open("rb").
 
+Also prints how much the process's peak RSS grew while each reader ran (Linux only).
+
 Run: ``python -m tests.gcs.bench_read [MiB]`` from the repository root. Prints MiB/s, the
 median of 3 runs per reader, all against one in-memory fake-gcs-server on 127.0.0.1.
 """
@@ -16,6 +18,19 @@ from pathlib import Path
 
 from tests.support.fake_gcs import FakeGcsServer
 from wds_cloud.openers.gcs import GcsOpener
+
+
+def _peak_rss_reset() -> None:
+    with open("/proc/self/clear_refs", "w") as f:  # resets VmHWM (Linux)
+        f.write("5")
+
+
+def _rss_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def _drain_opener(opener: GcsOpener, url: str) -> int:
@@ -58,13 +73,17 @@ def main(mib: int = 128) -> None:
         }
         for name, fn in readers.items():
             rates = []
+            _peak_rss_reset()
+            base = _rss_mib("VmRSS")
             for _ in range(3):
                 t0 = time.perf_counter()
                 n = fn()
                 assert n == mib << 20, (name, n)
                 rates.append(n / (1 << 20) / (time.perf_counter() - t0))
+            growth = _rss_mib("VmHWM") - base
             print(
-                f"{name:36s} {statistics.median(rates):8.1f} MiB/s  runs={[round(r) for r in rates]}"
+                f"{name:34s} {statistics.median(rates):7.1f} MiB/s  "
+                f"runs={[round(r) for r in rates]}  peak RSS growth {growth:.0f} MiB"
             )
 
 
