@@ -285,6 +285,36 @@ def read_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+class _S3Stream(ResumableReader):
+    """:class:`ResumableReader` with a zero-copy ``read(n)`` while the connection is healthy.
+
+    ``RawIOBase.read`` allocates a buffer, fills it with ``readinto`` and copies it out; here
+    ``read(n)`` returns the HTTP body's own ``bytes`` directly. Any error, a short stream or a
+    pending skip falls back to the base class, which resumes from :attr:`position` (nothing
+    is counted as delivered unless it was returned).
+    """
+
+    def read(self, size: int | None = -1) -> bytes:
+        stream = self._stream
+        if (
+            size is not None
+            and size > 0
+            and stream is not None
+            and not self._skip
+            and not self.closed
+            and (self.size is None or self.position + size <= self.size)
+        ):
+            try:
+                data = stream.read(size)
+            except self.retry_on:
+                data = b""  # the base class sees the broken stream again and resumes
+            if data:
+                self.position += len(data)
+                return bytes(data)
+        data = super().read(size)
+        return b"" if data is None else data
+
+
 class S3Opener:
     """Opens, lists and creates ``s3://bucket/key`` objects.
 
@@ -440,7 +470,7 @@ class S3Opener:
                 return first.pop(), offset
             return fetch(offset)
 
-        return ResumableReader(  # type: ignore[return-value]
+        return _S3Stream(  # type: ignore[return-value]
             fetch_resuming,
             url=url,
             size=pinned.get("size"),
