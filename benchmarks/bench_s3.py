@@ -168,53 +168,51 @@ def main(argv: list[str] | None = None) -> None:
         tempfile.TemporaryDirectory(prefix="bench-s3-") as tmp,
         SeaweedServer(Path(tmp) / "weed", access_key=KEY_ID, secret_key=SECRET) as server,
     ):
-        if True:  # keeps the block below at its indentation
-            endpoint = server.endpoint_url
-            client = boto3.client(
-                "s3",
-                endpoint_url=endpoint,
-                region_name=REGION,
-                aws_access_key_id=KEY_ID,
-                aws_secret_access_key=SECRET,
-            )
-            for attempt in range(100):
-                try:
-                    client.create_bucket(Bucket=BUCKET)
-                    break
-                except Exception:
-                    if attempt == 99:
-                        raise
-                    time.sleep(0.1)
-            urls = []
-            shard_bytes = args.shard_mib << 20
-            for i in range(args.shards):
-                data = make_shard(i, shard_bytes, int(args.sample_mib * (1 << 20)))
-                client.put_object(Bucket=BUCKET, Key=f"shards/shard-{i:04d}.tar", Body=data)
-                urls.append(f"s3://{BUCKET}/shards/shard-{i:04d}.tar")
-            total_bytes = sum(
-                client.head_object(Bucket=BUCKET, Key=u.split("/", 3)[3])["ContentLength"]
-                for u in urls
-            )
-            print(
-                f"SeaweedFS {endpoint}: {args.shards} shards, {total_bytes / (1 << 20):.0f} MiB, "
-                f"{args.rounds} rounds, {os.cpu_count()} CPUs",
-                file=sys.stderr,
-            )
-            table = readers(endpoint, urls)
-            results: dict[str, list[tuple[float, float]]] = {name: [] for name in table}
-            seen: dict[str, int] = {}
-            for name, run in table.items():  # warm-up: imports, connections
-                seen[name] = run()
-            for rnd in range(args.rounds):
-                for name, run in table.items():
-                    cpu0, t0 = _cpu(), time.perf_counter()
-                    got = run()
-                    wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
-                    if got != seen[name]:
-                        raise SystemExit(f"{name}: read {got} bytes, expected {seen[name]}")
-                    mib = total_bytes / (1 << 20)
-                    results[name].append((mib / wall, cpu / (total_bytes / (1 << 30))))
-                    print(f"round {rnd + 1} {name}: {mib / wall:.0f} MB/s", file=sys.stderr)
+        endpoint = server.endpoint_url
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id=KEY_ID,
+            aws_secret_access_key=SECRET,
+        )
+        for attempt in range(100):
+            try:
+                client.create_bucket(Bucket=BUCKET)
+                break
+            except Exception:
+                if attempt == 99:
+                    raise
+                time.sleep(0.1)
+        urls = []
+        shard_bytes = args.shard_mib << 20
+        for i in range(args.shards):
+            data = make_shard(i, shard_bytes, int(args.sample_mib * (1 << 20)))
+            client.put_object(Bucket=BUCKET, Key=f"shards/shard-{i:04d}.tar", Body=data)
+            urls.append(f"s3://{BUCKET}/shards/shard-{i:04d}.tar")
+        total_bytes = sum(
+            client.head_object(Bucket=BUCKET, Key=u.split("/", 3)[3])["ContentLength"] for u in urls
+        )
+        print(
+            f"SeaweedFS {endpoint}: {args.shards} shards, {total_bytes / (1 << 20):.0f} MiB, "
+            f"{args.rounds} rounds, {os.cpu_count()} CPUs",
+            file=sys.stderr,
+        )
+        table = readers(endpoint, urls)
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in table}
+        seen: dict[str, int] = {}
+        for name, run in table.items():  # warm-up: imports, connections
+            seen[name] = run()
+        for rnd in range(args.rounds):
+            for name, run in table.items():
+                cpu0, t0 = _cpu(), time.perf_counter()
+                got = run()
+                wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
+                if got != seen[name]:
+                    raise SystemExit(f"{name}: read {got} bytes, expected {seen[name]}")
+                mib = total_bytes / (1 << 20)
+                results[name].append((mib / wall, cpu / (total_bytes / (1 << 30))))
+                print(f"round {rnd + 1} {name}: {mib / wall:.0f} MB/s", file=sys.stderr)
 
     print(
         f"\n{args.shards} shards x {args.shard_mib} MiB, {args.sample_mib:g} MiB samples, median of {args.rounds} rounds\n"
