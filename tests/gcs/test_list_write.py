@@ -117,3 +117,12 @@ def test_endpoint_lost_mid_upload_is_an_upload_error_and_no_object(
     assert bucket.get_blob("lost.tar") is None
     with pytest.raises(ValueError, match="closed"):
         writer.write(b"x")  # the failed writer was aborted
+
+
+def test_abort_keeps_the_existing_object(fake_gcs: Any, bucket: Any) -> None:
+    bucket.blob("keep.tar").upload_from_string(b"old")
+    opener = GcsOpener(endpoint=fake_gcs.endpoint, chunk_size=CHUNK)
+    writer = opener.create(f"gs://{bucket.name}/keep.tar")
+    writer.write(os.urandom(3 * CHUNK))
+    writer.abort()
+    assert bucket.blob("keep.tar").download_as_bytes() == b"old"

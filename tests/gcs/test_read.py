@@ -162,3 +162,15 @@ def test_pickles_without_a_client(opener: GcsOpener, bucket: Any) -> None:
     assert clone.config == opener.config
     with clone.open(url) as stream:
         assert stream.read() == b"abc"
+
+
+def test_gzip_encoded_object_is_read_as_stored(opener: GcsOpener, bucket: Any) -> None:
+    import gzip
+
+    raw = os.urandom(200_000)
+    stored = gzip.compress(raw)
+    blob = bucket.blob("encoded.tar.gz")
+    blob.content_encoding = "gzip"
+    blob.upload_from_string(stored, content_type="application/x-tar")
+    with opener.open(f"gs://{bucket.name}/encoded.tar.gz") as stream:
+        assert stream.read() == stored
