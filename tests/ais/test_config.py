@@ -80,8 +80,9 @@ def test_import_wds_cloud_does_not_import_the_sdk() -> None:
 
 
 @pytest.mark.slow
-def test_dataloader_two_workers_spawn(
-    ais_emulator: AisEmulator, shards: Shards, upper_etl: str
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_dataloader_two_workers(
+    ais_emulator: AisEmulator, shards: Shards, upper_etl: str, start: str
 ) -> None:
     torch = pytest.importorskip("torch")
     from wds_cloud.pytorch import WebDataset
@@ -90,7 +91,7 @@ def test_dataloader_two_workers_spawn(
     registry.register("ais", AisOpener(endpoint=ais_emulator.url, retries=1), override=True)
     ds = WebDataset(shards.urls, registry=registry, etl=ETL_NAME, shardshuffle=False)
     loader = torch.utils.data.DataLoader(
-        ds, batch_size=None, num_workers=2, multiprocessing_context="spawn"
+        ds, batch_size=None, num_workers=2, multiprocessing_context=start
     )
     got = sorted((s["__key__"], s["txt"]) for s in loader)
     want = sorted(
