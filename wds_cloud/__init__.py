@@ -105,8 +105,14 @@ _EXPORTS: dict[str, str] = {
     "handle_extension": "wds_cloud.core.decode",
     "ImageHandler": "wds_cloud.core.imagedecode",
     "imagehandler": "wds_cloud.core.imagedecode",
+    "cbors_to_samples": "wds_cloud.core.cbors",
     "default_collation_fn": "wds_cloud.core.collate",
     "torch_collate": "wds_cloud.core.collate",
+    # dSort
+    "DsortJobError": "wds_cloud.dsort",
+    "DsortResult": "wds_cloud.dsort",
+    "DsortSpec": "wds_cloud.dsort",
+    "DsortTimeoutError": "wds_cloud.dsort",
     # writing
     "ShardWriter": "wds_cloud.writing.shardwriter",
     "TarWriter": "wds_cloud.writing.tarwriter",
