@@ -1,0 +1,269 @@
+"""``make_loader``: the GPU-training loader in one call, and ``DevicePrefetcher``.
+
+``make_loader`` builds the pattern webdataset recommends for training::
+
+    dataset = WebDataset(urls, ...).shuffle(...).decode(...).to_tuple(...).batched(inner)
+    loader = WebLoader(dataset, batch_size=None, num_workers=...)
+    loader = loader.unbatched().shuffle(shuffle_buffer).batched(batch_size)
+
+Workers batch inside the worker (cheap IPC: one pickled batch instead of many samples), the
+main process unbatches, shuffles across workers and re-batches with torch collation. With
+``epoch_size`` every ``iter()`` yields exactly ``epoch_size`` samples per rank, restarting the
+worker stream when it runs dry.
+
+``DevicePrefetcher`` copies the next batch to the GPU on a side CUDA stream while the current
+one trains; on CPU it passes batches through unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+from wds_cloud.core.collate import torch_collate
+from wds_cloud.errors import ConfigError
+from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
+from wds_cloud.pytorch.loader import WebLoader
+
+__all__ = ["DevicePrefetcher", "make_loader", "move_to_device"]
+
+log = logging.getLogger(__name__)
+
+
+def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """Move every tensor in ``batch`` (tensors, tuples, lists, dicts, nested) to ``device``.
+
+    Anything that is not a tensor is returned as it is.
+    """
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*(move_to_device(x, device, non_blocking) for x in batch))
+    if isinstance(batch, tuple | list):
+        return type(batch)(move_to_device(x, device, non_blocking) for x in batch)
+    if isinstance(batch, Mapping):
+        return {k: move_to_device(v, device, non_blocking) for k, v in batch.items()}
+    return batch
+
+
+def pin_batch(batch: Any) -> Any:
+    """Return ``batch`` with every CPU tensor in page-locked (pinned) memory."""
+    if isinstance(batch, torch.Tensor):
+        return batch.pin_memory() if batch.device.type == "cpu" else batch
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(pin_batch(x) for x in batch))
+    if isinstance(batch, tuple | list):
+        return type(batch)(pin_batch(x) for x in batch)
+    if isinstance(batch, Mapping):
+        return {k: pin_batch(v) for k, v in batch.items()}
+    return batch
+
+
+def _record_stream(batch: Any, stream: Any) -> None:
+    """Tell the CUDA caching allocator that ``batch``'s tensors are used on ``stream``."""
+    if isinstance(batch, torch.Tensor):
+        if batch.is_cuda:
+            batch.record_stream(stream)
+    elif isinstance(batch, tuple | list):
+        for x in batch:
+            _record_stream(x, stream)
+    elif isinstance(batch, Mapping):
+        for x in batch.values():
+            _record_stream(x, stream)
+
+
+class DevicePrefetcher:
+    """Iterate ``loader`` with each batch already on ``device``.
+
+    On CUDA the copy of batch ``i + 1`` is issued on a side stream (``non_blocking``) before
+    batch ``i`` is handed to the training step, so host-to-device transfer overlaps compute.
+    The compute stream waits for the copy before the batch is used, and the tensors are
+    recorded on the compute stream so the allocator does not reuse their memory early. Copies
+    are only truly asynchronous from pinned memory: pass ``pin_memory=True`` (or pin in the
+    loader).
+
+    On a CPU device (or when CUDA is not available and ``device`` is None) batches are passed
+    through unchanged.
+
+    Args:
+        loader: any iterable of batches (tensors, tuples, lists, dicts of tensors).
+        device: target device (default: ``cuda`` when available, else ``cpu``).
+        stream: the CUDA stream for the copies (default: a new one per ``iter()``).
+        pin_memory: pin each batch before copying (CUDA only).
+
+    Raises:
+        ConfigError: a CUDA device was asked for and CUDA is not available.
+    """
+
+    def __init__(
+        self,
+        loader: Iterable[Any],
+        device: str | torch.device | None = None,
+        stream: Any = None,
+        *,
+        pin_memory: bool = False,
+    ) -> None:
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(f"DevicePrefetcher: device {device!r} but CUDA is not available")
+        self.loader = loader
+        self.stream = stream
+        self.pin_memory = pin_memory and self.device.type == "cuda"
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward ``set_epoch`` to the loader when it has one."""
+        if hasattr(self.loader, "set_epoch"):
+            self.loader.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.device.type != "cuda":
+            if self.device.type == "cpu":
+                yield from self.loader
+            else:
+                for batch in self.loader:
+                    yield move_to_device(batch, self.device)
+            return
+        yield from self._iter_cuda()
+
+    def _iter_cuda(self) -> Iterator[Any]:
+        stream = self.stream if self.stream is not None else torch.cuda.Stream(self.device)
+        source = iter(self.loader)
+
+        def preload() -> tuple[bool, Any]:
+            try:
+                batch = next(source)
+            except StopIteration:
+                return False, None
+            if self.pin_memory:
+                batch = pin_batch(batch)
+            with torch.cuda.stream(stream):
+                return True, move_to_device(batch, self.device, non_blocking=True)
+
+        ok, upcoming = preload()
+        while ok:
+            compute = torch.cuda.current_stream(self.device)
+            compute.wait_stream(stream)
+            current = upcoming
+            _record_stream(current, compute)
+            ok, upcoming = preload()
+            yield current
+
+
+def make_loader(
+    urls: str | Iterable[str],
+    *,
+    batch_size: int,
+    num_workers: int = 4,
+    shuffle_buffer: int = 1000,
+    decode: Any = None,
+    to_tuple: str | tuple[str, ...] | None = None,
+    map: Callable[[Any], Any] | None = None,
+    epoch_size: int | None = None,
+    shardshuffle: bool = True,
+    seed: int | None = None,
+    resampled: bool = False,
+    pin_memory: bool = False,
+    persistent_workers: bool = False,
+    prefetch_factor: int = 2,
+    inner_batch: int | None = None,
+    collate: Callable[[list[Any]], Any] | None = None,
+    device: str | torch.device | None = None,
+    prefetch_to_device: bool = False,
+    **webdataset_kw: Any,
+) -> Any:
+    """Build a training loader over WebDataset shards (any backend).
+
+    Args:
+        urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``).
+        batch_size: samples per batch delivered to the training loop.
+        num_workers: DataLoader worker processes (0: read in the main process).
+        shuffle_buffer: sample shuffle buffer, used both inside each worker and across workers
+            in the main process (0 disables both).
+        decode: a decode spec or handler for ``.decode()`` (e.g. ``"rgb8"``, ``"torchrgb"``);
+            a tuple/list is passed as several specs.
+        to_tuple: fields for ``.to_tuple()``, e.g. ``"jpg;png cls"`` or ``("jpg", "cls")``.
+        map: a function applied to each sample after decode/to_tuple (inside the workers).
+        epoch_size: samples per ``iter()`` **per rank**, exact (the stream restarts when it
+            runs dry); None: one pass over this rank's shards.
+        shardshuffle: shuffle the shard order every epoch (seeded, same on every rank).
+        seed: shard-shuffle seed (None: ``$WDS_SEED`` or 0).
+        resampled: draw shards with replacement forever (combine with ``epoch_size``).
+        pin_memory: pin the final batches (CUDA only; they are re-collated in the main
+            process, so pinning in the workers would be wasted).
+        persistent_workers, prefetch_factor: passed to ``DataLoader`` (when ``num_workers>0``).
+        inner_batch: batch size inside the workers (default ``batch_size``).
+        collate: collation function for the final batches (default: torch tensors).
+        device: move batches to this device (``"cuda"``, ``"cuda:1"``, ``"cpu"``).
+        prefetch_to_device: copy the next batch to ``device`` on a side CUDA stream while the
+            current one trains (``DevicePrefetcher``); needs ``device``.
+        **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
+            backend open options such as ``etl=``...).
+
+    Returns:
+        An iterable of batches with ``set_epoch(n)``; ``len()`` works when ``epoch_size`` is
+        set (``ceil(epoch_size / batch_size)``).
+
+    Raises:
+        ConfigError: bad sizes, or ``prefetch_to_device`` without ``device``.
+    """
+    if batch_size < 1:
+        raise ConfigError(f"make_loader: batch_size must be >= 1, got {batch_size}")
+    if inner_batch is not None and inner_batch < 1:
+        raise ConfigError(f"make_loader: inner_batch must be >= 1, got {inner_batch}")
+    if epoch_size is not None and epoch_size < 1:
+        raise ConfigError(f"make_loader: epoch_size must be >= 1, got {epoch_size}")
+    if num_workers < 0:
+        raise ConfigError(f"make_loader: num_workers must be >= 0, got {num_workers}")
+    if prefetch_to_device and device is None:
+        raise ConfigError("make_loader: prefetch_to_device=True needs device=")
+    dataset = WebDataset(
+        urls, shardshuffle=shardshuffle, seed=seed, resampled=resampled, **webdataset_kw
+    )
+    if shuffle_buffer > 0:
+        dataset = dataset.shuffle(shuffle_buffer)
+    if decode is not None:
+        dataset = (
+            dataset.decode(*decode) if isinstance(decode, tuple | list) else dataset.decode(decode)
+        )
+    if to_tuple is not None:
+        dataset = (
+            dataset.to_tuple(*to_tuple)
+            if isinstance(to_tuple, tuple | list)
+            else dataset.to_tuple(to_tuple)
+        )
+    if map is not None:
+        dataset = dataset.map(map)
+    dataset = dataset.batched(inner_batch or batch_size, partial=True)
+
+    loader_kw: dict[str, Any] = {"batch_size": None, "num_workers": num_workers}
+    if num_workers > 0:
+        loader_kw["persistent_workers"] = persistent_workers
+        loader_kw["prefetch_factor"] = prefetch_factor
+    samples: Any = WebLoader(dataset, **loader_kw).unbatched()
+    if shuffle_buffer > 0:
+        samples = samples.shuffle(shuffle_buffer)
+    if epoch_size is not None:
+        samples.with_epoch(epoch_size)
+    batches = DataPipeline(samples).batched(
+        batch_size, collation_fn=collate or torch_collate, partial=True
+    )
+    if epoch_size is not None:
+        batches.with_length(math.ceil(epoch_size / batch_size))
+    if device is not None:
+        target = torch.device(device)
+        if prefetch_to_device or target.type != "cpu":
+            return DevicePrefetcher(batches, target, pin_memory=pin_memory)
+    elif pin_memory:
+        if torch.cuda.is_available():
+            return batches.map(pin_batch)
+        log.warning("make_loader(pin_memory=True): CUDA is not available; batches are not pinned")
+    return batches
