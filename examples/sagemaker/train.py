@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
             seen.update(keys)
             loss_sum += float(loss)
             steps += 1
-        report = {"epoch": epoch, "samples": samples, "keys": len(seen)}
-        report["loss"] = round(loss_sum / max(steps, 1), 4)
+        loss_mean = round(loss_sum / max(steps, 1), 4)
+        report = {"epoch": epoch, "samples": samples, "keys": len(seen), "loss": loss_mean}
         print(json.dumps(report), flush=True)
     os.makedirs(args.model_dir, exist_ok=True)
     torch.save(model.state_dict(), os.path.join(args.model_dir, "model.pt"))
