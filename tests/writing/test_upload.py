@@ -95,3 +95,13 @@ def test_atomic_file_writer_commit_and_abort(tmp_path: Path) -> None:
     writer.abort()
     assert final.read_bytes() == b"abc", "abort never touches the final name"
     assert sorted(os.listdir(tmp_path)) == ["f.bin"]
+
+
+def test_file_urls(tmp_path: Path) -> None:
+    from wds_cloud.writing.upload import local_path
+
+    assert local_path(f"file://{tmp_path}/x.tar") == f"{tmp_path}/x.tar"
+    assert local_path(f"file://localhost{tmp_path}/x.tar") == f"{tmp_path}/x.tar"
+    assert local_path("s3://b/k") is None and local_path("pipe:cat") is None
+    with pytest.raises(ConfigError, match="file://"):
+        local_path("file://otherhost/x.tar")

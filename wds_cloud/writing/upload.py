@@ -180,11 +180,20 @@ class PipeSink:
 
 
 def local_path(target: str) -> str | None:
-    """The local path for a local target (plain path or ``file://``), else None."""
+    """The local path for a local target (plain path or ``file://``), else None.
+
+    Raises:
+        ConfigError: a ``file://`` URL with a host other than ``localhost``.
+    """
     if target == "-" or target.startswith("pipe:") or url_scheme(target) != "file":
         return None
     if target.startswith("file://"):
-        return target[len("file://") :]
+        rest = target[len("file://") :]
+        if rest.startswith("localhost/"):
+            rest = rest[len("localhost") :]
+        if not rest.startswith("/"):
+            raise ConfigError(f"{target!r}: file:// URLs must name a local absolute path")
+        return rest
     return target
 
 
