@@ -121,9 +121,11 @@ class WebDataset(DataPipeline, FluidInterface):
         if resampled:
             if shardshuffle not in (None, False, 0):
                 log.warning("WebDataset(shardshuffle=...) is ignored for resampled datasets")
-            self.append(ResampledShards(urls, seed=self.seed, deterministic=True))
+            self.append(
+                ResampledShards(urls, seed=self.seed, deterministic=True, registry=registry)
+            )
         else:
-            self.append(SimpleShardList(urls))
+            self.append(SimpleShardList(urls, registry=registry))
             if shardshuffle is None:
                 global _logged_no_shuffle
                 if not _logged_no_shuffle:

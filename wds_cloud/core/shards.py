@@ -73,11 +73,11 @@ def worker_seed(group: Any = None) -> int:
     return rank * 1000 + worker
 
 
-def _expand(urls: str | Iterable[str]) -> list[str]:
+def _expand(urls: str | Iterable[str], registry: Any = None) -> list[str]:
     if isinstance(urls, str) and (urls.endswith("/") or any(c in urls for c in "*?[")):
-        from wds_cloud.listing import list_shards  # written by the listing helper
+        from wds_cloud.listing import list_shards
 
-        return list(list_shards(urls))
+        return list(list_shards(urls, registry=registry))
     return expand_urls(urls)
 
 
@@ -88,10 +88,13 @@ class SimpleShardList:
         urls: a brace/``::`` pattern, a glob or prefix ending in ``/`` (listed through
             ``wds_cloud.listing``), or a list of URLs.
         seed: if given, every pass yields the list shuffled with this seed (``True``: time).
+        registry: opener registry used to list globs and prefixes (default registry if None).
     """
 
-    def __init__(self, urls: str | Iterable[str], seed: int | bool | None = None) -> None:
-        self.urls = _expand(urls)
+    def __init__(
+        self, urls: str | Iterable[str], seed: int | bool | None = None, registry: Any = None
+    ) -> None:
+        self.urls = _expand(urls, registry)
         if not self.urls:
             raise ConfigError(f"no shards in {urls!r}")
         self.seed = int(time.time()) if seed is True else seed
@@ -125,6 +128,8 @@ class ResampledShards:
         worker_seed: callable giving the per-reader seed; default ``rank * 1000 + worker``.
         deterministic: see above.
         empty_check: raise if ``urls`` expands to nothing.
+        max_urls: keep at most this many URLs.
+        registry: opener registry used to list globs and prefixes.
 
     Raises:
         ConfigError: no shards.
@@ -139,8 +144,9 @@ class ResampledShards:
         deterministic: bool = False,
         empty_check: bool = True,
         max_urls: int = 10**6,
+        registry: Any = None,
     ) -> None:
-        self.urls = _expand(urls)[:max_urls]
+        self.urls = _expand(urls, registry)[:max_urls]
         if empty_check and not self.urls:
             raise ConfigError(f"no shards in {urls!r} (ResampledShards)")
         self.nshards = nshards
