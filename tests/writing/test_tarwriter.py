@@ -273,3 +273,10 @@ def test_url_without_create_is_unsupported(registry: OpenerRegistry) -> None:
 def test_bad_format_argument() -> None:
     with pytest.raises(ConfigError, match="format"):
         TarWriter(io.BytesIO(), format=tarfile.GNU_FORMAT)
+
+
+def test_full_device_is_upload_error() -> None:
+    writer = TarWriter("/dev/full")
+    with pytest.raises(UploadError, match=r"No space left.*url='/dev/full'"):
+        writer.write({"__key__": "a", "bin": bytes(1 << 20)})
+        writer.close()
