@@ -86,6 +86,21 @@ def main(mib: int = 128) -> None:
                 f"runs={[round(r) for r in rates]}  peak RSS growth {growth:.0f} MiB"
             )
 
+        # Per-shard overhead: many small objects read one after another.
+        names = [f"small/{i:04d}" for i in range(300)]
+        for name in names:
+            client.bucket("bench").blob(name).upload_from_string(b"x" * 65536)
+        small: dict[str, Callable[[str], int]] = {
+            "GcsOpener.open, 64 KiB objects": lambda n: _drain_opener(opener, f"gs://bench/{n}"),
+            "blob.download_as_bytes, 64 KiB": lambda n: len(
+                client.bucket("bench").blob(n).download_as_bytes()
+            ),
+        }
+        for label, read_one in small.items():
+            t0 = time.perf_counter()
+            assert sum(read_one(n) for n in names) == 300 * 65536
+            print(f"{label:34s} {300 / (time.perf_counter() - t0):7.0f} objects/s")
+
 
 if __name__ == "__main__":
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 128)

@@ -174,3 +174,27 @@ def test_gzip_encoded_object_is_read_as_stored(opener: GcsOpener, bucket: Any) -
     blob.upload_from_string(stored, content_type="application/x-tar")
     with opener.open(f"gs://{bucket.name}/encoded.tar.gz") as stream:
         assert stream.read() == stored
+
+
+def test_connections_are_reused_across_shards(
+    bucket: Any, fake_gcs: Any, faulty_proxy: Any
+) -> None:
+    for i in range(20):
+        bucket.blob(f"small-{i}").upload_from_string(os.urandom(50_000))
+    proxy = faulty_proxy(fake_gcs.port)  # never cuts; counts connections
+    reader = GcsOpener(endpoint=proxy.url)
+    for i in range(20):
+        with reader.open(f"gs://{bucket.name}/small-{i}") as stream:
+            assert len(stream.read()) == 50_000
+    # A body read to its end goes back to the pool: not one new connection per shard.
+    assert proxy.connections <= 3
+
+
+def test_generation_option_reads_that_generation(opener: GcsOpener, bucket: Any) -> None:
+    bucket.blob("v").upload_from_string(b"first")
+    generation = bucket.get_blob("v").generation
+    with opener.open(f"gs://{bucket.name}/v", generation=generation) as stream:
+        assert stream.read() == b"first"
+        assert stream.generation == generation
+    with pytest.raises(ShardNotFoundError):
+        opener.open(f"gs://{bucket.name}/v", generation=generation + 1)

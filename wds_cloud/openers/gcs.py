@@ -13,14 +13,11 @@ variables > the SDK's own variables (``STORAGE_EMULATOR_HOST``,
 
 from __future__ import annotations
 
-import http.client
-import io
 import os
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+import time
+from dataclasses import replace
 from typing import IO, Any
-from urllib.parse import quote
 
 from wds_cloud.errors import (
     ConfigError,
@@ -31,13 +28,20 @@ from wds_cloud.errors import (
     ShardReadError,
     UploadError,
 )
-from wds_cloud.openers.resume import NETWORK_ERRORS, ResumableReader
+from wds_cloud.openers.gcs_config import GcsConfig
+from wds_cloud.openers.gcs_read import (
+    Body,
+    GcsReader,
+    get_media,
+    media_url,
+    read_errors,
+    stored_size,
+)
 from wds_cloud.urls import ObjectUrl, parse_object_url
 
 try:
     import google.auth
     import requests
-    import urllib3
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
     from google.auth.credentials import AnonymousCredentials
@@ -46,125 +50,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     storage = None
 
 SCHEMES = ("gs", "gcs")
+__all__ = ["SCHEMES", "GcsConfig", "GcsOpener", "translate_error"]
 
 _SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
-_ENV_PREFIX = "WDS_CLOUD_GCS_"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
-def _parse_bool(name: str, value: str) -> bool:
-    low = value.strip().lower()
-    if low in _TRUE:
-        return True
-    if low in _FALSE:
-        return False
-    raise ConfigError(f"{name}={value!r} is not a boolean (use 1/0, true/false)")
-
-
-@dataclass(frozen=True)
-class GcsConfig:
-    """Settings of the GCS backend; ``None`` fields are resolved by :meth:`resolve`.
-
-    Attributes:
-        project: billing/quota project (``WDS_CLOUD_GCS_PROJECT``, ``GOOGLE_CLOUD_PROJECT``).
-        credentials: path to a service-account or authorized-user JSON file
-            (``WDS_CLOUD_GCS_CREDENTIALS``, ``GOOGLE_APPLICATION_CREDENTIALS``); ``None`` uses
-            application default credentials.
-        anonymous: no credentials at all, for public buckets and emulators
-            (``WDS_CLOUD_GCS_ANONYMOUS``); defaults to True when an endpoint is set and no
-            credentials file is given.
-        endpoint: API endpoint such as ``http://127.0.0.1:4443`` (``WDS_CLOUD_GCS_ENDPOINT``,
-            ``STORAGE_EMULATOR_HOST``); ``None`` means ``https://storage.googleapis.com``.
-        retries: consecutive failed attempts to resume a dropped read (default 5).
-        backoff: first retry delay in seconds, doubled per attempt (default 0.2).
-        chunk_size: resumable-upload chunk in bytes, a multiple of 256 KiB (default 16 MiB);
-            the writer holds at most one chunk in memory.
-        connect_timeout: seconds to establish a connection (default 30).
-        read_timeout: seconds without data before a read counts as dropped (default 120).
-        page_size: blobs per listing page (default 1000).
-    """
-
-    project: str | None = None
-    credentials: str | None = None
-    anonymous: bool | None = None
-    endpoint: str | None = None
-    retries: int | None = None
-    backoff: float | None = None
-    chunk_size: int | None = None
-    connect_timeout: float | None = None
-    read_timeout: float | None = None
-    page_size: int | None = None
-
-    def resolve(self, environ: Mapping[str, str] | None = None) -> GcsConfig:
-        """Return a copy with every field filled from the environment or the defaults.
-
-        Raises:
-            ConfigError: a value (argument or environment variable) is invalid.
-        """
-        env = os.environ if environ is None else environ
-        defaults: dict[str, Any] = {
-            "retries": 5,
-            "backoff": 0.2,
-            "chunk_size": 16 << 20,
-            "connect_timeout": 30.0,
-            "read_timeout": 120.0,
-            "page_size": 1000,
-        }
-        sdk_env = {
-            "project": "GOOGLE_CLOUD_PROJECT",
-            "credentials": "GOOGLE_APPLICATION_CREDENTIALS",
-            "endpoint": "STORAGE_EMULATOR_HOST",
-        }
-        values: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            source = f"GcsConfig.{f.name}"
-            if value is None:
-                for var in (_ENV_PREFIX + f.name.upper(), sdk_env.get(f.name)):
-                    if var and env.get(var):
-                        value, source = env[var], var
-                        break
-            if value is None:
-                value = defaults.get(f.name)
-            values[f.name] = _coerce(f.name, value, source)
-        if values["anonymous"] is None:
-            values["anonymous"] = bool(values["endpoint"]) and not values["credentials"]
-        if values["endpoint"]:
-            endpoint = str(values["endpoint"]).rstrip("/")
-            if "://" not in endpoint:
-                endpoint = "http://" + endpoint
-            values["endpoint"] = endpoint
-        return replace(self, **values)
-
-
-def _coerce(name: str, value: Any, source: str) -> Any:
-    if value is None or not isinstance(value, str):
-        if (
-            name in ("retries", "chunk_size", "page_size")
-            and value is not None
-            and (not isinstance(value, int) or value < 0)
-        ):
-            raise ConfigError(f"{source} must be a non-negative integer, got {value!r}")
-        if name == "chunk_size" and value is not None and (value <= 0 or value % (256 << 10)):
-            raise ConfigError(f"{source} must be a positive multiple of 262144, got {value}")
-        if name == "page_size" and value is not None and value == 0:
-            raise ConfigError(f"{source} must be positive")
-        return value
-    if name == "anonymous":
-        return _parse_bool(source, value)
-    if name in ("retries", "chunk_size", "page_size"):
-        try:
-            number = int(value)
-        except ValueError:
-            raise ConfigError(f"{source}={value!r} is not an integer") from None
-        return _coerce(name, number, source)
-    if name in ("backoff", "connect_timeout", "read_timeout"):
-        try:
-            return float(value)
-        except ValueError:
-            raise ConfigError(f"{source}={value!r} is not a number") from None
-    return value
 
 
 def _require_sdk() -> None:
@@ -215,34 +103,6 @@ def translate_error(
     if writing:
         return UploadError(f"upload failed: {message}", url=url)
     return kind(message, url=url, offset=offset)
-
-
-#: Exceptions that mean "the body stream dropped, resume from the offset".
-def _read_errors() -> tuple[type[BaseException], ...]:
-    extra: tuple[type[BaseException], ...] = (http.client.HTTPException,)
-    if storage is not None:
-        extra += (requests.RequestException, urllib3.exceptions.HTTPError)
-    return NETWORK_ERRORS + extra
-
-
-class _Body(io.RawIOBase):
-    """The raw bytes of one streaming HTTP response (no content decoding)."""
-
-    def __init__(self, response: Any) -> None:
-        super().__init__()
-        self._response = response
-        self._fp = response.raw._fp  # http.client.HTTPResponse: readinto without a copy
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        return int(self._fp.readinto(buffer) or 0)
-
-    def close(self) -> None:
-        if not self.closed:
-            self._response.close()
-        super().close()
 
 
 class GcsOpener:
@@ -350,8 +210,11 @@ class GcsOpener:
         )
         return ShardNotFoundError(what, url=url)
 
-    def open(self, url: str, **options: Any) -> ResumableReader:
+    def open(self, url: str, **options: Any) -> GcsReader:
         """Open ``gs://bucket/blob`` as a resumable streaming binary reader.
+
+        One GET starts the download (no separate metadata request); its generation is pinned
+        for every resumed request.
 
         Args:
             url: ``gs://`` or ``gcs://`` URL.
@@ -365,32 +228,76 @@ class GcsOpener:
         _require_sdk()
         parsed = self._parse(url)
         client = self.client(url)
-        generation = options.get("generation")
-        try:
-            blob = client.bucket(parsed.bucket).get_blob(
-                parsed.key, generation=generation, timeout=self._timeout(), retry=self._retry()
-            )
-        except Exception as exc:
-            raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
-        if blob is None:
-            raise self._missing(client, parsed, url)
-        media = (
-            f"{client.api_endpoint.rstrip('/')}/download/storage/v1/b/"
-            f"{quote(parsed.bucket, safe='')}/o/{quote(parsed.key, safe='')}"
-            f"?alt=media&generation={blob.generation}"
-        )
+        media = media_url(client.api_endpoint, parsed.bucket, parsed.key)
+        wanted = options.get("generation")
+        response = self._first_get(client, media, url, parsed, wanted)
+        header = response.headers.get("X-Goog-Generation")
+        if header is not None:
+            generation = int(header)
+        elif wanted is not None:
+            generation = int(wanted)
+        else:  # an endpoint that does not send the header: ask the metadata
+            generation = int(self._current(client, parsed, url, response).generation)
 
         def fetch(offset: int) -> tuple[IO[bytes], int]:
-            return self._fetch(client, media, url, parsed, int(blob.generation), offset)
+            return self._fetch(client, media, url, parsed, generation, offset)
 
-        return ResumableReader(
+        return GcsReader(
+            Body(response),  # type: ignore[arg-type]
             fetch,
+            generation=generation,
             url=url,
-            size=int(blob.size),
+            size=stored_size(response),
             retries=int(self.config.retries or 0),
             backoff=float(self.config.backoff or 0.0),
-            retry_on=_read_errors(),
+            retry_on=read_errors(),
         )
+
+    def _current(self, client: Any, parsed: ObjectUrl, url: str, response: Any) -> Any:
+        try:
+            blob = client.bucket(parsed.bucket).get_blob(
+                parsed.key, timeout=self._timeout(), retry=self._retry()
+            )
+        except Exception as exc:
+            response.close()
+            raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
+        if blob is None:
+            response.close()
+            raise self._missing(client, parsed, url)
+        return blob
+
+    def _first_get(
+        self, client: Any, media: str, url: str, parsed: ObjectUrl, generation: Any
+    ) -> Any:
+        """Start the download, retrying connection failures and 429/5xx answers."""
+        retries = int(self.config.retries or 0)
+        backoff = float(self.config.backoff or 0.0)
+        error: BaseException | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                time.sleep(min(5.0, backoff * 2 ** (attempt - 1)))
+            try:
+                response = get_media(
+                    client._http, media, generation=generation, offset=0, timeout=self._timeout()
+                )
+            except read_errors() as exc:
+                error = exc
+                continue
+            except Exception as exc:  # credentials (token refresh) and other SDK errors
+                raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
+            status = response.status_code
+            if status in (200, 206):
+                return response
+            try:
+                error = gexc.from_http_response(response)
+            finally:
+                response.close()
+            if status == 404:
+                raise self._missing(client, parsed, url) from error
+            if status != 429 and status < 500:
+                raise translate_error(error, url=url, endpoint=self.endpoint) from error
+        assert error is not None
+        raise translate_error(error, url=url, endpoint=self.endpoint) from error
 
     def _retry(self) -> Any:
         """The SDK retry policy for metadata and listing calls, from ``retries``/``backoff``."""
@@ -411,16 +318,13 @@ class GcsOpener:
     def _fetch(
         self, client: Any, media: str, url: str, parsed: ObjectUrl, generation: int, offset: int
     ) -> tuple[IO[bytes], int]:
-        # Accept-Encoding: gzip returns the stored bytes as they are (no decompressive
-        # transcoding), so offsets and the size from the metadata agree.
-        headers = {"Accept-Encoding": "gzip"}
-        if offset:
-            headers["Range"] = f"bytes={offset}-"
-        response = client._http.get(media, headers=headers, stream=True, timeout=self._timeout())
+        """Re-open the object at ``offset``, pinned to ``generation`` (a resume)."""
+        response = get_media(
+            client._http, media, generation=generation, offset=offset, timeout=self._timeout()
+        )
         status = response.status_code
         if status in (200, 206):
-            body: IO[bytes] = _Body(response)  # type: ignore[assignment]
-            return body, (offset if status == 206 else 0)
+            return Body(response), (offset if status == 206 else 0)  # type: ignore[return-value]
         try:
             error = gexc.from_http_response(response)
         finally:

@@ -1,0 +1,134 @@
+"""Configuration of the GCS backend: :class:`GcsConfig` and how it is resolved.
+
+Order (first match wins): explicit argument > ``WDS_CLOUD_GCS_<FIELD>`` > the SDK's own variable
+(``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``STORAGE_EMULATOR_HOST``) >
+default. The environment is read when :meth:`GcsConfig.resolve` runs (opener construction),
+never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from wds_cloud.errors import ConfigError
+
+_ENV_PREFIX = "WDS_CLOUD_GCS_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    low = value.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ConfigError(f"{name}={value!r} is not a boolean (use 1/0, true/false)")
+
+
+@dataclass(frozen=True)
+class GcsConfig:
+    """Settings of the GCS backend; ``None`` fields are resolved by :meth:`resolve`.
+
+    Attributes:
+        project: billing/quota project (``WDS_CLOUD_GCS_PROJECT``, ``GOOGLE_CLOUD_PROJECT``).
+        credentials: path to a service-account or authorized-user JSON file
+            (``WDS_CLOUD_GCS_CREDENTIALS``, ``GOOGLE_APPLICATION_CREDENTIALS``); ``None`` uses
+            application default credentials.
+        anonymous: no credentials at all, for public buckets and emulators
+            (``WDS_CLOUD_GCS_ANONYMOUS``); defaults to True when an endpoint is set and no
+            credentials file is given.
+        endpoint: API endpoint such as ``http://127.0.0.1:4443`` (``WDS_CLOUD_GCS_ENDPOINT``,
+            ``STORAGE_EMULATOR_HOST``); ``None`` means ``https://storage.googleapis.com``.
+        retries: consecutive failed attempts to resume a dropped read (default 5).
+        backoff: first retry delay in seconds, doubled per attempt (default 0.2).
+        chunk_size: resumable-upload chunk in bytes, a multiple of 256 KiB (default 16 MiB);
+            the writer holds at most one chunk in memory.
+        connect_timeout: seconds to establish a connection (default 30).
+        read_timeout: seconds without data before a read counts as dropped (default 120).
+        page_size: blobs per listing page (default 1000).
+    """
+
+    project: str | None = None
+    credentials: str | None = None
+    anonymous: bool | None = None
+    endpoint: str | None = None
+    retries: int | None = None
+    backoff: float | None = None
+    chunk_size: int | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    page_size: int | None = None
+
+    def resolve(self, environ: Mapping[str, str] | None = None) -> GcsConfig:
+        """Return a copy with every field filled from the environment or the defaults.
+
+        Raises:
+            ConfigError: a value (argument or environment variable) is invalid.
+        """
+        env = os.environ if environ is None else environ
+        defaults: dict[str, Any] = {
+            "retries": 5,
+            "backoff": 0.2,
+            "chunk_size": 16 << 20,
+            "connect_timeout": 30.0,
+            "read_timeout": 120.0,
+            "page_size": 1000,
+        }
+        sdk_env = {
+            "project": "GOOGLE_CLOUD_PROJECT",
+            "credentials": "GOOGLE_APPLICATION_CREDENTIALS",
+            "endpoint": "STORAGE_EMULATOR_HOST",
+        }
+        values: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            source = f"GcsConfig.{f.name}"
+            if value is None:
+                for var in (_ENV_PREFIX + f.name.upper(), sdk_env.get(f.name)):
+                    if var and env.get(var):
+                        value, source = env[var], var
+                        break
+            if value is None:
+                value = defaults.get(f.name)
+            values[f.name] = _coerce(f.name, value, source)
+        if values["anonymous"] is None:
+            values["anonymous"] = bool(values["endpoint"]) and not values["credentials"]
+        if values["endpoint"]:
+            endpoint = str(values["endpoint"]).rstrip("/")
+            if "://" not in endpoint:
+                endpoint = "http://" + endpoint
+            values["endpoint"] = endpoint
+        return replace(self, **values)
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    if value is None or not isinstance(value, str):
+        if (
+            name in ("retries", "chunk_size", "page_size")
+            and value is not None
+            and (not isinstance(value, int) or value < 0)
+        ):
+            raise ConfigError(f"{source} must be a non-negative integer, got {value!r}")
+        if name == "chunk_size" and value is not None and (value <= 0 or value % (256 << 10)):
+            raise ConfigError(f"{source} must be a positive multiple of 262144, got {value}")
+        if name == "page_size" and value is not None and value == 0:
+            raise ConfigError(f"{source} must be positive")
+        return value
+    if name == "anonymous":
+        return _parse_bool(source, value)
+    if name in ("retries", "chunk_size", "page_size"):
+        try:
+            number = int(value)
+        except ValueError:
+            raise ConfigError(f"{source}={value!r} is not an integer") from None
+        return _coerce(name, number, source)
+    if name in ("backoff", "connect_timeout", "read_timeout"):
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{source}={value!r} is not a number") from None
+    return value
