@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
+from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError, ShardReadError
 from wds_cloud.sagemaker import SageMakerEnv, channel_shards, open_fifo, sagemaker_dataset
 
 from .conftest import FakeOptML, PipeWriter, sample_keys, write_shards
@@ -196,3 +196,20 @@ def test_dataloader_more_than_one_worker_is_refused(optml: FakeOptML, tmp_path: 
         list(loader)
     one = torch_data.DataLoader(ds, batch_size=None, num_workers=1)
     assert sorted(s["__key__"] for s in one) == sample_keys(2, 2)
+
+
+def test_corrupt_stream_names_fifo_and_offset(
+    optml: FakeOptML, tmp_path: Path, pipe_writer: type[PipeWriter]
+) -> None:
+    env = _pipe_env(optml)
+    good = write_shards(tmp_path / "src", 1, 2)[0]
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(b"\x01" * 1024)  # not a tar header
+    pipe_writer(optml.data, "train", 1, [good, bad])
+    it = iter(sagemaker_dataset("train", env=env, open_timeout=30))
+    assert next(it)["__key__"] == sample_keys(1, 2)[0]
+    # the last sample of the good shard is still being assembled when the bad header comes
+    with pytest.raises(ShardReadError, match="corrupt tar header") as info:
+        next(it)
+    assert info.value.url == str(optml.data / "train_0")
+    assert info.value.offset == good.stat().st_size
