@@ -178,6 +178,7 @@ def make_loader(
     collate: Callable[[list[Any]], Any] | None = None,
     device: str | torch.device | None = None,
     prefetch_to_device: bool = False,
+    raw_map: Callable[[Any], Any] | None = None,
     **webdataset_kw: Any,
 ) -> Any:
     """Build a training loader over WebDataset shards (any backend).
@@ -205,6 +206,8 @@ def make_loader(
         device: move batches to this device (``"cuda"``, ``"cuda:1"``, ``"cpu"``).
         prefetch_to_device: copy the next batch to ``device`` on a side CUDA stream while the
             current one trains (``DevicePrefetcher``); needs ``device``.
+        raw_map: a function applied to each raw sample (``bytes`` fields, before the shuffle
+            buffer and decode) inside the workers.
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...).
 
@@ -228,6 +231,8 @@ def make_loader(
     dataset = WebDataset(
         urls, shardshuffle=shardshuffle, seed=seed, resampled=resampled, **webdataset_kw
     )
+    if raw_map is not None:
+        dataset = dataset.map(raw_map)
     if shuffle_buffer > 0:
         dataset = dataset.shuffle(shuffle_buffer)
     if decode is not None:

@@ -1,0 +1,84 @@
+"""bench_loader / bench_urls: structure and consistency of the numbers (no timing thresholds)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wds_cloud.bench import BenchResult, bench_loader, bench_urls
+from wds_cloud.errors import ConfigError
+
+from .conftest import NSHARDS, PER_SHARD
+
+TOTAL = NSHARDS * PER_SHARD
+
+
+def test_bench_urls_counts_every_sample_and_payload_byte(
+    bench_shards: tuple[list[str], int],
+) -> None:
+    urls, payload = bench_shards
+    result = bench_urls(urls, batch_size=4, num_workers=2, window=3, fields=["bin", "cls"])
+    assert result.batches == TOTAL // 4
+    assert result.samples == TOTAL
+    assert result.nbytes == payload
+    assert len(result.window_times) == result.batches // 3
+    assert all(t > 0 for t in result.window_times)
+    assert result.window_mean > 0 and result.window_variance >= 0
+    assert result.samples_per_s > 0 and result.mb_per_s is not None and result.mb_per_s > 0
+    assert result.step_window_mean is None  # no step: no comparison
+    assert result.config["num_workers"] == 2
+    data = json.loads(result.to_json())
+    assert data["samples"] == TOTAL and data["window"] == 3
+    assert "samples/s" in result.table()
+
+
+def test_step_sees_batches_without_the_byte_column(bench_shards: tuple[list[str], int]) -> None:
+    urls, _ = bench_shards
+    seen: list[int] = []
+
+    def step(batch: tuple) -> None:
+        assert len(batch) == 2  # bin, cls: __nbytes__ stripped
+        seen.append(len(batch[1]))
+
+    result = bench_urls(
+        urls, batch_size=10, num_workers=0, window=2, fields=["bin", "cls"], step=step
+    )
+    # the loader pass, then the same number of steps on the cached first batch
+    assert sum(seen[: result.batches]) == TOTAL
+    assert len(seen) == 2 * result.batches
+    assert result.step_window_mean is not None and result.step_window_mean > 0
+    assert result.loader_to_step_ratio is not None and result.loader_to_step_ratio > 0
+    assert "loader/step" in result.table()
+
+
+def test_dict_samples_and_batch_limit(bench_shards: tuple[list[str], int]) -> None:
+    urls, _ = bench_shards
+    result = bench_urls(urls, batch_size=5, num_workers=0, batches=4, window=100)
+    assert result.batches == 4 and result.samples == 20
+    assert result.nbytes is not None and result.nbytes > 20 * 100
+    assert result.window_times == []  # fewer batches than one window
+    assert result.window_mean == pytest.approx(result.seconds)
+
+
+def test_bench_loader_on_any_iterable_first_window_dropped() -> None:
+    batches = [[0] * 8 for _ in range(10)]
+    result = bench_loader(batches, window=2, nbytes=lambda b: 1000)
+    assert isinstance(result, BenchResult)
+    assert result.batches == 10 and result.samples == 80 and result.nbytes == 10_000
+    assert len(result.window_times) == 5
+    # mean over windows 2..5 only
+    assert result.window_mean == pytest.approx(sum(result.window_times[1:]) / 4)
+
+
+def test_bench_loader_without_nbytes_reports_no_mb() -> None:
+    result = bench_loader([[1, 2]] * 3, window=1)
+    assert result.nbytes is None and result.mb_per_s is None
+    assert "-" in result.table()
+
+
+def test_bench_errors() -> None:
+    with pytest.raises(ConfigError, match="window"):
+        bench_loader([[1]], window=0)
+    with pytest.raises(ConfigError, match="no batch"):
+        bench_loader([], window=1)
