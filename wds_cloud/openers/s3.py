@@ -19,7 +19,7 @@ from __future__ import annotations
 import http.client
 import os
 import threading
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import IO, Any
 
 from wds_cloud.errors import (
@@ -32,6 +32,7 @@ from wds_cloud.errors import (
     UploadError,
 )
 from wds_cloud.openers.resume import NETWORK_ERRORS, ResumableReader
+from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Config, split_s3_url
 
 try:
     import boto3
@@ -43,159 +44,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 SCHEMES = ("s3",)
 
-MIN_PART_SIZE = 5 << 20
-
-_DEFAULTS: dict[str, Any] = {
-    "endpoint_url": None,
-    "region": None,
-    "profile": None,
-    "addressing_style": None,  # "path" with a custom endpoint, else "auto"
-    "requester_pays": False,
-    "max_attempts": 5,
-    "retries": 5,
-    "backoff": 0.1,
-    "multipart_chunksize": 16 << 20,
-    "prefetch": 0,
-    "prefetch_chunk": 8 << 20,
-    "connect_timeout": 10.0,
-    "read_timeout": 60.0,
-    "list_page_size": 1000,
-    "access_key_id": None,
-    "secret_access_key": None,
-    "session_token": None,
-}
-
-# Fields that may come from the environment, with the AWS fallbacks after WDS_CLOUD_S3_*.
-_AWS_ENV: dict[str, tuple[str, ...]] = {
-    "endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
-    "profile": ("AWS_PROFILE",),
-}
-_NO_WDS_ENV = {"access_key_id", "secret_access_key", "session_token"}  # boto3's chain does this
-
-
-def _convert(name: str, value: Any, source: str) -> Any:
-    kind = type(_DEFAULTS[name]) if _DEFAULTS[name] is not None else str
-    try:
-        if kind is bool:
-            if isinstance(value, str):
-                low = value.strip().lower()
-                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError(value)
-                return low in ("1", "true", "yes", "on")
-            return bool(value)
-        if kind is int:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return int(value)
-        if kind is float:
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(
-            f"S3 setting {name} from {source} is not a valid {kind.__name__}: {value!r}"
-        ) from exc
-
-
-@dataclass(frozen=True)
-class S3Config:
-    """S3 settings; ``None`` fields are resolved by :meth:`resolve` (the opener does it).
-
-    Attributes:
-        endpoint_url: custom endpoint (MinIO, SeaweedFS, ...); None means AWS.
-        region: signing region; None lets boto3 decide.
-        profile: named profile of the shared AWS config files.
-        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"``.
-        requester_pays: send ``RequestPayer=requester``.
-        max_attempts: boto3 attempts per request (standard retry mode).
-        retries: stream resumes allowed in a row after dropped connections.
-        backoff: first resume delay in seconds (doubles each time, up to 5 s).
-        multipart_chunksize: upload part size in bytes (at least 5 MiB).
-        prefetch: parallel ranged GETs in flight per stream; 0 streams one GET.
-        prefetch_chunk: bytes per ranged GET when prefetching.
-        connect_timeout: seconds.
-        read_timeout: seconds without data before a read counts as dropped.
-        list_page_size: ``MaxKeys`` per ``ListObjectsV2`` page.
-        access_key_id: explicit credentials (otherwise boto3's chain).
-        secret_access_key: explicit credentials.
-        session_token: explicit credentials.
-    """
-
-    endpoint_url: str | None = None
-    region: str | None = None
-    profile: str | None = None
-    addressing_style: str | None = None
-    requester_pays: bool | None = None
-    max_attempts: int | None = None
-    retries: int | None = None
-    backoff: float | None = None
-    multipart_chunksize: int | None = None
-    prefetch: int | None = None
-    prefetch_chunk: int | None = None
-    connect_timeout: float | None = None
-    read_timeout: float | None = None
-    list_page_size: int | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
-
-    def resolve(self, environ: dict[str, str] | None = None) -> S3Config:
-        """Fill every ``None`` field from the environment, then the defaults.
-
-        Raises:
-            ConfigError: a value has the wrong type or is out of range.
-        """
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            source = "argument"
-            if value is None and f.name not in _NO_WDS_ENV:
-                var = f"WDS_CLOUD_S3_{f.name.upper()}"
-                if env.get(var):
-                    value, source = env[var], var
-                else:
-                    for var in _AWS_ENV.get(f.name, ()):
-                        if env.get(var):
-                            value, source = env[var], var
-                            break
-            if value is None:
-                value = _DEFAULTS[f.name]
-            elif f.name in _DEFAULTS:
-                value = _convert(f.name, value, source)
-            values[f.name] = value
-        if values["addressing_style"] is None:
-            values["addressing_style"] = "path" if values["endpoint_url"] else "auto"
-        if values["addressing_style"] not in ("path", "virtual", "auto"):
-            raise ConfigError(
-                f"S3 addressing_style must be path, virtual or auto, got {values['addressing_style']!r}"
-            )
-        if values["multipart_chunksize"] < MIN_PART_SIZE:
-            raise ConfigError(
-                f"S3 multipart_chunksize must be at least 5 MiB, got {values['multipart_chunksize']}"
-            )
-        for name in ("max_attempts", "prefetch_chunk", "list_page_size"):
-            if values[name] < 1:
-                raise ConfigError(f"S3 {name} must be at least 1, got {values[name]}")
-        for name in ("retries", "prefetch"):
-            if values[name] < 0:
-                raise ConfigError(f"S3 {name} must be >= 0, got {values[name]}")
-        return replace(self, **values)
-
-
-def split_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/key`` -> ``(bucket, key)``; the key is taken verbatim (``?`` included).
-
-    Raises:
-        ConfigError: not an ``s3://`` URL, or no bucket.
-    """
-    if not url.lower().startswith("s3://"):
-        raise ConfigError(f"not an s3:// URL: {url!r}")
-    bucket, _, key = url[5:].partition("/")
-    if not bucket:
-        raise ConfigError(f"URL {url!r} has no bucket name (expected s3://BUCKET/KEY)")
-    return bucket, key
-
+__all__ = ["MIN_PART_SIZE", "SCHEMES", "S3Config", "S3Opener", "split_s3_url", "translate_error"]
 
 _NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}
 _DENIED = {
@@ -311,7 +160,7 @@ class _S3Stream(ResumableReader):
             if data:
                 self.position += len(data)
                 return bytes(data)
-        data = super().read(size)
+        data = super().read(-1 if size is None else size)
         return b"" if data is None else data
 
 
