@@ -336,6 +336,8 @@ class Decoder:
         only: str | Iterable[str] | None = None,
         partial: bool = False,
     ) -> None:
+        if callable(handlers) and not isinstance(handlers, list | tuple):
+            handlers = [handlers]  # Decoder(handle_extension(...)): one handler
         if not isinstance(handlers, list | tuple):
             raise ConfigError(f"Decoder handlers must be a list, got {type(handlers).__name__}")
         if isinstance(only, str):
@@ -442,7 +444,19 @@ class Decoder:
                 ) from exn
         return result
 
-    __call__ = decode
+    def __call__(self, sample: Any) -> Any:
+        """Decode one sample dict, or, given a dataset or iterable of samples, decode each.
+
+        ``Decoder(...)(dataset)`` returns ``dataset.map(decoder)`` for fluid datasets and a
+        generator otherwise, so both ``ds.map(Decoder(...))`` and ``Decoder(...)(ds)`` work.
+        """
+        if isinstance(sample, dict):
+            return self.decode(sample)
+        if callable(getattr(sample, "map", None)) and hasattr(sample, "compose"):
+            return sample.map(self)
+        if hasattr(sample, "__iter__"):
+            return (self.decode(s) for s in sample)
+        return self.decode(sample)  # raises DecodingError naming the type
 
 
 def _as_handler(x: Any) -> Any:
