@@ -82,6 +82,7 @@ def test_map_compose_batched_then_webloader_rebatching(url: str) -> None:
     assert patches == 2 * TOTAL  # every sample, two patches each, across 4 worker processes
     images, labels = batches[0]
     assert isinstance(images, torch.Tensor) and images.shape == (12, 6, 4, 3)
+    assert isinstance(labels, torch.Tensor) and labels.shape == (12,)
 
 
 def test_resampled_with_epoch(url: str) -> None:
