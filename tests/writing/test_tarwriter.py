@@ -280,3 +280,12 @@ def test_full_device_is_upload_error() -> None:
     with pytest.raises(UploadError, match=r"No space left.*url='/dev/full'"):
         writer.write({"__key__": "a", "bin": bytes(1 << 20)})
         writer.close()
+
+
+def test_buffer_values_written_by_bytes() -> None:
+    array = np.arange(12, dtype=np.float64).reshape(3, 4)
+    sample = {"__key__": "a", "f64": memoryview(array), "col": memoryview(array[:, 1:2])}
+    data = write_bytes([sample])
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        got = {m.name: tar.extractfile(m).read() for m in tar}  # type: ignore[union-attr]
+    assert got == {"a.col": array[:, 1:2].tobytes(), "a.f64": array.tobytes()}

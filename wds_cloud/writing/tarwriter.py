@@ -205,6 +205,8 @@ class SampleFormatter:
             value = encoded[field]
             if isinstance(value, str):
                 value = value.encode("utf-8")
+            elif isinstance(value, memoryview) and not value.c_contiguous:
+                value = value.tobytes()
             elif not isinstance(value, BYTES_TYPES):
                 raise SampleError(
                     f"field {field!r} is {type(value).__name__} after encoding, not bytes or str",
