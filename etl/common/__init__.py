@@ -1,0 +1,1 @@
+"""Shared streaming-tar plumbing for the ETL servers in ``etl/``."""

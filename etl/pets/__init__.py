@@ -1,0 +1,1 @@
+"""Oxford-pets segmentation ETL (see README.md)."""

@@ -1,0 +1,1 @@
+"""WebDataset image-resize ETL (see README.md)."""
