@@ -113,6 +113,10 @@ _EXPORTS: dict[str, str] = {
     "DsortResult": "wds_cloud.dsort",
     "DsortSpec": "wds_cloud.dsort",
     "DsortTimeoutError": "wds_cloud.dsort",
+    # SageMaker
+    "SageMakerEnv": "wds_cloud.sagemaker",
+    "channel_shards": "wds_cloud.sagemaker",
+    "sagemaker_dataset": "wds_cloud.sagemaker",
     # writing
     "ShardWriter": "wds_cloud.writing.shardwriter",
     "TarWriter": "wds_cloud.writing.tarwriter",

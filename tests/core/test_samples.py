@@ -228,3 +228,11 @@ def test_file_urls_give_a_decoded_local_path(tmp_path: object) -> None:
     url = "file://" + path.replace(" ", "%20")
     (sample,) = tarfile_samples([url], local_paths=True)
     assert sample["__url__"] == url and sample["__local_path__"] == path
+
+
+def test_concatenated_archives_in_one_stream_are_all_read(tmp_path: object) -> None:
+    one = tar_bytes([("a.txt", b"1"), ("b.txt", b"2")])
+    two = tar_bytes([("c.txt", b"3")])
+    path = write(os.path.join(str(tmp_path), "fifo-like.tar"), one + two)
+    assert [s["__key__"] for s in tarfile_samples([path])] == ["a", "b"]
+    assert [s["__key__"] for s in tarfile_samples([path], concatenated=True)] == ["a", "b", "c"]

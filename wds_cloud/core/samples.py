@@ -244,6 +244,7 @@ def tarfile_samples(
     cache_size: int | None = None,
     local_paths: bool = False,
     opener: ShardOpener | None = None,
+    concatenated: bool = False,
     **open_options: Any,
 ) -> Iterator[Sample]:
     """Open each shard of ``src`` and yield its samples.
@@ -259,6 +260,8 @@ def tarfile_samples(
         local_paths: add ``__local_path__`` for shards read from local files (as
             ``WebDataset`` does; ``tarfile_to_samples`` does not, like webdataset).
         opener: a prepared :class:`ShardOpener` (overrides registry/cache/options).
+        concatenated: keep reading after end-of-archive markers, for streams that hold
+            several tar archives back to back (a SageMaker Pipe-mode FIFO).
         **open_options: passed to the backend's ``open`` (e.g. ``etl="name"`` for ais://).
     """
     if opener is None:
@@ -279,6 +282,7 @@ def tarfile_samples(
                 handler=handler,
                 select_files=select_files,
                 rename_files=rename_files,
+                concatenated=concatenated,
             )
         except _StopShards:
             return
