@@ -1,0 +1,196 @@
+"""Deterministic benchmark shards for ``bench_core.py``, cached under ``bench_data/``.
+
+Four regimes (see ``/work/shared/research/perf-baseline.md`` section 3):
+
+* ``tiny``: ``.txt`` (90-110 B of seeded random text) + ``.cls``; about 2 KB per sample on disk.
+* ``small``: ``.jpg`` (64x64 RGB noise + gradient, quality 90, 4:4:4, about 8 KB) + ``.cls`` +
+  ``.json``.
+* ``large``: ``.image.png`` (1024x1024 RGB noise, 3.15 MB) + ``.label.png`` (1024x1024 L noise,
+  1.05 MB): the case of the "Training in PyTorch from Amazon S3" blog post.
+* ``pax``: tiny samples written by ``webdataset.TarWriter`` with its default ``mtime=None``, so
+  every member carries a PAX extended header (float mtime). Content is seeded; the mtimes are
+  wall-clock by design, so these bytes differ between generations.
+
+``tiny``/``small``/``large`` are written with the stdlib ``tarfile`` stream writer (members in
+sorted extension order, mode 0444, uname/gname ``bigdata``, mtime 1700000000, the layout
+``webdataset.TarWriter(mtime=1700000000)`` produces) and are byte-identical across runs.
+
+A data set is stored in ``<root>/<regime>-<hash of its parameters>/`` and reused when its
+``manifest.json`` (written last) exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+FORMAT_VERSION = 1
+MTIME = 1700000000
+SEED = 20240917
+REGIMES = ("tiny", "pax", "small", "large")
+_REGIME_ID = {name: i for i, name in enumerate(REGIMES)}
+_WORDS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz      ", dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Parameters of one generated data set (they key the cache).
+
+    Attributes:
+        regime: one of ``REGIMES``.
+        shards: number of shard files.
+        per_shard: samples per shard.
+    """
+
+    regime: str
+    shards: int
+    per_shard: int
+
+    def key(self) -> str:
+        """Directory name: regime plus a hash of all parameters and the format version."""
+        blob = json.dumps({**asdict(self), "v": FORMAT_VERSION, "seed": SEED}, sort_keys=True)
+        return f"{self.regime}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """A generated data set on disk.
+
+    Attributes:
+        spec: the parameters it was made from.
+        paths: shard file paths, in order.
+        samples: total number of samples.
+        nbytes: total shard bytes on disk.
+    """
+
+    spec: DataSpec
+    paths: tuple[str, ...]
+    samples: int
+    nbytes: int
+
+
+def _tiny_sample(rng: np.random.Generator, index: int) -> dict[str, bytes]:
+    length = int(rng.integers(90, 111))
+    text = _WORDS[rng.integers(0, len(_WORDS), length)].tobytes()
+    return {"txt": text, "cls": str(index % 1000).encode()}
+
+
+def _small_sample(rng: np.random.Generator, index: int) -> dict[str, bytes]:
+    from PIL import Image
+
+    grad = np.add.outer(np.arange(64), np.arange(64)).astype(np.int16)[:, :, None] * 2
+    noise = rng.integers(0, 96, (64, 64, 3), dtype=np.int16)
+    pixels = np.clip(grad + noise, 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels, "RGB").save(buf, format="JPEG", quality=90, subsampling=0)
+    cls = index % 1000
+    meta = {"index": index, "label": cls, "source": "bench", "width": 64, "height": 64}
+    return {"jpg": buf.getvalue(), "cls": str(cls).encode(), "json": json.dumps(meta).encode()}
+
+
+def _large_sample(rng: np.random.Generator, index: int) -> dict[str, bytes]:
+    from PIL import Image
+
+    out = {}
+    image = rng.integers(0, 256, (1024, 1024, 3), dtype=np.uint8)
+    label = rng.integers(0, 256, (1024, 1024), dtype=np.uint8)
+    for ext, arr, mode in (("image.png", image, "RGB"), ("label.png", label, "L")):
+        buf = io.BytesIO()
+        Image.fromarray(arr, mode).save(buf, format="PNG")
+        out[ext] = buf.getvalue()
+    return out
+
+
+_MAKERS = {"tiny": _tiny_sample, "pax": _tiny_sample, "small": _small_sample}
+_MAKERS["large"] = _large_sample
+
+
+def iter_samples(spec: DataSpec, shard: int) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """Yield ``(key, {ext: bytes})`` for one shard, seeded by (seed, regime, shard number).
+
+    Args:
+        spec: the data set parameters.
+        shard: shard number, ``0 <= shard < spec.shards``.
+
+    Yields:
+        The key and the member payloads of each sample, in order.
+    """
+    rng = np.random.default_rng([SEED, _REGIME_ID[spec.regime], shard])
+    make = _MAKERS[spec.regime]
+    for j in range(spec.per_shard):
+        index = shard * spec.per_shard + j
+        yield f"{spec.regime}_{index:08d}", make(rng, index)
+
+
+def _write_stdlib(path: str, samples: Iterator[tuple[str, dict[str, bytes]]]) -> None:
+    with open(path, "wb") as f, tarfile.open(fileobj=f, mode="w|") as tar:
+        for key, sample in samples:
+            for ext in sorted(sample):
+                data = sample[ext]
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                info.mtime = MTIME
+                info.mode = 0o444
+                info.uname = info.gname = "bigdata"
+                tar.addfile(info, io.BytesIO(data))
+
+
+def _write_tarwriter(path: str, samples: Iterator[tuple[str, dict[str, bytes]]]) -> None:
+    import webdataset  # imports torch; only needed to make the pax regime
+
+    with open(path, "wb") as f:
+        writer = webdataset.TarWriter(f)  # default mtime=None -> PAX header per member
+        for key, sample in samples:
+            writer.write({"__key__": key, **sample})
+        writer.close()
+
+
+def ensure(spec: DataSpec, root: str, log: Any = None) -> DataSet:
+    """Return the data set for ``spec`` under ``root``, generating it if not cached.
+
+    Args:
+        spec: the data set parameters.
+        root: cache directory (created if missing).
+        log: optional ``print``-like callable for progress lines.
+
+    Returns:
+        The data set (paths, sample count, bytes).
+    """
+    if spec.regime not in _MAKERS:
+        raise ValueError(f"unknown regime {spec.regime!r}; expected one of {REGIMES}")
+    directory = os.path.join(root, spec.key())
+    manifest = os.path.join(directory, "manifest.json")
+    paths = tuple(os.path.join(directory, f"{spec.regime}-{i:06d}.tar") for i in range(spec.shards))
+    if not os.path.exists(manifest):
+        if log:
+            log(f"generating {spec} in {directory}")
+        shutil.rmtree(directory, ignore_errors=True)
+        tmp = directory + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        write = _write_tarwriter if spec.regime == "pax" else _write_stdlib
+        for i, path in enumerate(paths):
+            write(os.path.join(tmp, os.path.basename(path)), iter_samples(spec, i))
+        with open(os.path.join(tmp, "manifest.json"), "w") as f:
+            json.dump({**asdict(spec), "v": FORMAT_VERSION, "seed": SEED}, f)
+        os.rename(tmp, directory)
+    nbytes = sum(os.path.getsize(p) for p in paths)
+    return DataSet(spec, paths, spec.shards * spec.per_shard, nbytes)
+
+
+def warm(paths: tuple[str, ...] | list[str]) -> None:
+    """Read files once so the timed passes start from a warm page cache."""
+    buf = bytearray(1 << 22)
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
