@@ -1,0 +1,152 @@
+"""``upload``, ``dsort-spec`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from wds_cloud.cli.common import emit_json, shard_urls
+from wds_cloud.errors import ConfigError
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    from wds_cloud.writing.upload import upload_shards
+
+    urls = upload_shards(
+        args.files,
+        args.dest,
+        concurrency=args.concurrency,
+        progress=not args.quiet and sys.stderr.isatty(),
+    )
+    if args.json:
+        emit_json({"uploaded": urls})
+    else:
+        print(f"uploaded {len(urls)} shards to {args.dest}")
+    return 0
+
+
+_DSORT_FLAGS = (
+    ("input_bck", str),
+    ("input_template", str),
+    ("input_extension", str),
+    ("input_provider", str),
+    ("output_bck", str),
+    ("output_format", str),
+    ("output_extension", str),
+    ("output_provider", str),
+    ("output_shard_size", str),
+    ("algorithm", str),
+    ("seed", str),
+    ("content_extension", str),
+    ("content_key_type", str),
+    ("description", str),
+    ("max_mem_usage", str),
+    ("ekm_file", str),
+    ("ekm_file_sep", str),
+)
+
+
+def cmd_dsort_spec(args: argparse.Namespace) -> int:
+    from wds_cloud.dsort import DsortSpec
+
+    fields: dict[str, Any] = {
+        name: getattr(args, name) for name, _ in _DSORT_FLAGS if getattr(args, name) is not None
+    }
+    if args.input_objnames:
+        fields["input_objnames"] = args.input_objnames
+    if args.decreasing:
+        fields["decreasing"] = True
+    if args.dry_run:
+        fields["dry_run"] = True
+    spec = DsortSpec(**fields)
+    if args.output:
+        path = spec.write(args.output)
+        print(f"wrote {path}")
+    else:
+        sys.stdout.write(spec.to_yaml() if args.format == "yaml" else spec.to_json())
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from wds_cloud.bench import bench_urls
+
+    fields = args.fields.split() if args.fields else None
+    step = None
+    if args.step_ms > 0:
+        seconds = args.step_ms / 1000.0
+
+        def step(batch: Any) -> None:
+            time.sleep(seconds)
+
+    urls = shard_urls(args.spec)
+    result = bench_urls(
+        urls,
+        batch_size=args.batch_size,
+        num_workers=args.workers,
+        batches=args.batches,
+        window=args.window,
+        decode=args.decode,
+        fields=fields,
+        shuffle_buffer=args.shuffle_buffer,
+        step=step,
+        progress=not args.json and sys.stderr.isatty(),
+        resampled=args.resampled,
+    )
+    if args.json:
+        print(result.to_json())
+    else:
+        print(f"{len(urls)} shards, {args.workers} workers, batch size {args.batch_size}")
+        print(result.table())
+    return 0
+
+
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def register(sub: Any) -> None:
+    """Add ``upload``, ``dsort-spec`` and ``bench`` to ``sub``."""
+    p = sub.add_parser("upload", help="upload local shards to s3://, gs://, ais:// or a directory")
+    p.add_argument("files", nargs="+", help="local shard files")
+    p.add_argument("dest", help="destination prefix (s3://bucket/prefix, gs://..., ais://...)")
+    p.add_argument("-j", "--concurrency", type=_positive, default=4, help="uploads in flight")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_upload)
+
+    p = sub.add_parser("dsort-spec", help="build and validate an AIStore dSort spec")
+    for name, typ in _DSORT_FLAGS:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ)
+    p.add_argument("--input-objnames", nargs="+", help="explicit input object names")
+    p.add_argument("--decreasing", action="store_true", help="sort in decreasing order")
+    p.add_argument("--dry-run", action="store_true", help="spec's dry_run flag")
+    p.add_argument("-o", "--output", help="write to FILE (.json, .yaml, .yml)")
+    p.add_argument("--format", choices=("json", "yaml"), default="json", help="stdout format")
+    p.set_defaults(func=cmd_dsort_spec)
+
+    p = sub.add_parser("bench", help="measure loader throughput on shards (samples/s, MB/s)")
+    p.add_argument("spec", nargs="+", help="shard URLs, patterns, globs or prefixes")
+    p.add_argument("--workers", type=int, default=4, help="DataLoader workers")
+    p.add_argument("--batch-size", type=_positive, default=64)
+    p.add_argument("--batches", type=_positive, help="stop after N batches (default: one pass)")
+    p.add_argument("--window", type=_positive, default=100, help="batches per timed window")
+    p.add_argument("--decode", help="decode spec, e.g. rgb8, torchrgb, pil (default: none)")
+    p.add_argument("--fields", help="fields to deliver, e.g. 'jpg;png cls' (default: dicts)")
+    p.add_argument("--shuffle-buffer", type=int, default=1000)
+    p.add_argument("--resampled", action="store_true", help="draw shards with replacement")
+    p.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        help="simulated training step (sleep) per batch; enables the step-only comparison",
+    )
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=cmd_bench)
+
+
+__all__ = ["ConfigError", "register"]

@@ -1,0 +1,211 @@
+"""``ls``, ``cat``, ``stats``, ``verify`` and ``preview``: read-only shard inspection."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import Counter
+from typing import Any
+
+from wds_cloud.cli.common import emit_json, percentile, progress, shard_urls
+from wds_cloud.errors import SampleError, ShardError, ShardNotFoundError
+
+
+def _bar_enabled(args: argparse.Namespace) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def _sample_sizes(url: str) -> Any:
+    """Yield ``(key, {ext: size})`` for every sample of a shard."""
+    from wds_cloud.core.samples import tar_samples
+    from wds_cloud.openers.registry import open_url
+
+    stream = open_url(url)
+    try:
+        for sample in tar_samples(stream, url):
+            sizes = {k: len(v) for k, v in sample.items() if not k.startswith("__")}
+            yield sample["__key__"], sizes
+    finally:
+        stream.close()
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    urls = shard_urls(args.spec)
+    if not args.samples:
+        if args.json:
+            emit_json({"shards": urls})
+        else:
+            print("\n".join(urls))
+        return 0
+    listing = []
+    for url in urls:
+        samples = [{"key": key, "files": sizes} for key, sizes in _sample_sizes(url)]
+        listing.append({"url": url, "samples": samples})
+        if not args.json:
+            print(f"{url}  ({len(samples)} samples)")
+            for s in samples:
+                files = "  ".join(f"{ext}:{size}" for ext, size in s["files"].items())
+                print(f"  {s['key']}  {files}")
+    if args.json:
+        emit_json({"shards": listing})
+    return 0
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    from wds_cloud.core.samples import base_plus_ext
+    from wds_cloud.core.tar import iter_tar
+    from wds_cloud.openers.registry import open_url
+
+    want_key, want_ext = base_plus_ext(args.member)
+    stream = open_url(args.url)
+    try:
+        for name, data in iter_tar(stream, url=args.url):
+            if name == args.member or (
+                want_key is not None
+                and base_plus_ext(name) == (want_key, want_ext.lower() if want_ext else None)
+            ):
+                out = sys.stdout.buffer
+                out.write(data)
+                out.flush()
+                return 0
+    finally:
+        stream.close()
+    raise ShardNotFoundError(f"no member {args.member!r} in the shard", url=args.url)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    urls = shard_urls(args.spec)
+    ext_counts: Counter[str] = Counter()
+    sizes: list[int] = []
+    for url in progress(urls, total=len(urls), desc="stats", enabled=_bar_enabled(args)):
+        for _key, files in _sample_sizes(url):
+            ext_counts.update(files.keys())
+            sizes.append(sum(files.values()))
+    sizes.sort()
+    result: dict[str, Any] = {
+        "shards": len(urls),
+        "samples": len(sizes),
+        "bytes": sum(sizes),
+        "extensions": dict(sorted(ext_counts.items())),
+        "sample_size": {
+            "min": sizes[0] if sizes else 0,
+            "median": int(statistics.median(sizes)) if sizes else 0,
+            "p95": percentile(sizes, 0.95),
+            "max": sizes[-1] if sizes else 0,
+        },
+    }
+    if args.json:
+        emit_json(result)
+        return 0
+    print(f"shards   {result['shards']}")
+    print(f"samples  {result['samples']}")
+    print(f"bytes    {result['bytes']}")
+    print("extensions")
+    for ext, n in result["extensions"].items():
+        print(f"  {ext:<12} {n}")
+    dist = result["sample_size"]
+    print(
+        f"sample size (bytes)  min {dist['min']}  median {dist['median']}  "
+        f"p95 {dist['p95']}  max {dist['max']}"
+    )
+    return 0
+
+
+def _verify_one(url: str) -> dict[str, Any]:
+    """Parse one shard fully; return its report (``ok``, samples, or the error's location)."""
+    samples = 0
+    try:
+        for _ in _sample_sizes(url):
+            samples += 1
+    except ShardError as exc:
+        return {
+            "url": url,
+            "ok": False,
+            "samples": samples,
+            "offset": exc.offset,
+            "member": getattr(exc, "member", None),
+            "error": getattr(exc, "reason", None) or str(exc),
+            "type": type(exc).__name__,
+        }
+    except SampleError as exc:
+        return {
+            "url": url,
+            "ok": False,
+            "samples": samples,
+            "offset": None,
+            "member": getattr(exc, "key", None),
+            "error": getattr(exc, "reason", None) or str(exc),
+            "type": type(exc).__name__,
+        }
+    return {"url": url, "ok": True, "samples": samples}
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    urls = shard_urls(args.spec)
+    reports = [
+        _verify_one(url)
+        for url in progress(urls, total=len(urls), desc="verify", enabled=_bar_enabled(args))
+    ]
+    bad = [r for r in reports if not r["ok"]]
+    if args.json:
+        emit_json({"shards": len(reports), "corrupt": len(bad), "reports": reports})
+    else:
+        for r in bad:
+            print(
+                f"CORRUPT {r['url']}  offset={r['offset']}  member={r['member']}  "
+                f"{r['type']}: {r['error']}"
+            )
+        good = sum(r["samples"] for r in reports if r["ok"])
+        print(f"{len(reports) - len(bad)} of {len(reports)} shards OK ({good} samples)")
+    return 1 if bad else 0
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    from wds_cloud.preview import contact_sheet
+
+    sheet = contact_sheet(
+        shard_urls(args.spec),
+        args.output,
+        count=args.count,
+        columns=args.columns,
+        thumb=args.thumb,
+    )
+    if args.json:
+        emit_json(sheet.to_dict())
+    else:
+        print(f"wrote {sheet.path}: {sheet.images} images, {sheet.width}x{sheet.height} px")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the inspection subcommands to ``sub``."""
+    p = sub.add_parser("ls", help="list shards under a URL/prefix/glob (or a shard's samples)")
+    p.add_argument("spec", nargs="+", help="shard URL, brace pattern, glob or prefix ending in /")
+    p.add_argument("--samples", action="store_true", help="list each shard's samples and files")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("cat", help="write one member of a shard to stdout")
+    p.add_argument("url", help="the shard")
+    p.add_argument("member", help="KEY.EXT (the member name; the extension is case-insensitive)")
+    p.set_defaults(func=cmd_cat)
+
+    for name, func, helptext in (
+        ("stats", cmd_stats, "samples, extensions and sample sizes over shards"),
+        ("verify", cmd_verify, "parse every shard fully; list corrupt ones, exit 1 if any"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("spec", nargs="+", help="shard URLs, patterns, globs or prefixes")
+        p.add_argument("--json", action="store_true", help="JSON output")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("preview", help="PNG contact sheet of the first N image samples")
+    p.add_argument("spec", nargs="+", help="shard URLs, patterns, globs or prefixes")
+    p.add_argument("-o", "--output", default="preview.png", help="PNG file (default %(default)s)")
+    p.add_argument("-n", "--count", type=int, default=16, help="images (default %(default)s)")
+    p.add_argument("--columns", type=int, default=4, help="thumbnails per row")
+    p.add_argument("--thumb", type=int, default=128, help="thumbnail size in pixels")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=cmd_preview)
