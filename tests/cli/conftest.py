@@ -1,0 +1,66 @@
+"""Fixtures for the CLI tests: real image shards on disk and a runner for ``wds-cloud``."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+NSHARDS = 2
+PER_SHARD = 6
+
+
+def _png(value: int) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), (value * 20 % 256, 100, 200)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def add(tf: tarfile.TarFile, name: str, data: bytes) -> None:
+    """Add one member."""
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tf.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture(scope="session")
+def image_shards(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """``NSHARDS`` shards of ``PER_SHARD`` samples: ``png``, ``cls``, ``json``."""
+    root = tmp_path_factory.mktemp("cli-shards")
+    paths = []
+    for s in range(NSHARDS):
+        path = root / f"img-{s:03d}.tar"
+        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+            for i in range(PER_SHARD):
+                n = s * PER_SHARD + i
+                add(tf, f"s{n:04d}.png", _png(n))
+                add(tf, f"s{n:04d}.cls", str(n % 3).encode())
+                add(tf, f"s{n:04d}.json", b'{"label": "L%d"}' % n)
+        paths.append(path)
+    return paths
+
+
+Runner = Callable[..., subprocess.CompletedProcess[bytes]]
+
+
+@pytest.fixture
+def wds_cli() -> Runner:
+    """Run ``python -m wds_cloud.cli ARGS``; returns the completed process (bytes)."""
+
+    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "wds_cloud.cli", *args],
+            capture_output=True,
+            cwd=cwd,
+            timeout=120,
+            check=False,
+        )
+
+    return run
