@@ -122,7 +122,14 @@ _EXPORTS: dict[str, str] = {
     "TarWriter": "wds_cloud.writing.tarwriter",
     "upload_shards": "wds_cloud.writing.upload",
     # torch
+    "DevicePrefetcher": "wds_cloud.pytorch.builder",
     "WebLoader": "wds_cloud.pytorch",
+    "make_loader": "wds_cloud.pytorch.builder",
+    # measurement and preview
+    "BenchResult": "wds_cloud.bench",
+    "bench_loader": "wds_cloud.bench",
+    "bench_urls": "wds_cloud.bench",
+    "contact_sheet": "wds_cloud.preview",
 }
 
 # Classes that are torch IterableDatasets when torch is installed.
