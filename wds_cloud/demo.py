@@ -46,7 +46,8 @@ def write_dataset(directory: str, samples: int, per_shard: int, seed: int = 0) -
         for i in range(samples):
             label = i % 10
             noise = rng.integers(0, 64, size=(64, 64, 3), dtype=np.uint8)
-            image = (noise + gradient[None, :, None] * (label + 1) / 10).astype(np.uint8)
+            brightness = gradient[None, :, None] * (label + 1) / 10
+            image = np.clip(noise + brightness, 0, 255).astype(np.uint8)
             buf = io.BytesIO()
             Image.fromarray(image).save(buf, format="JPEG", quality=90)
             sink.write(
