@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from wds_cloud.errors import ShardNotFoundError, UploadError
+from wds_cloud.errors import ShardNotFoundError, ShardOpenError, UploadError
 from wds_cloud.openers.gcs import GcsOpener
 
 pytestmark = pytest.mark.gcs
@@ -126,3 +126,59 @@ def test_abort_keeps_the_existing_object(fake_gcs: Any, bucket: Any) -> None:
     writer.write(os.urandom(3 * CHUNK))
     writer.abort()
     assert bucket.blob("keep.tar").download_as_bytes() == b"old"
+
+
+@pytest.fixture
+def no_sdk_background_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop google-cloud-storage's background bucket-metadata GET (its telemetry), whose
+    connection would race ours for the proxy's "first N connections" rule."""
+    monkeypatch.setenv("DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA", "true")
+
+
+@pytest.mark.usefixtures("no_sdk_background_requests")
+def test_list_retries_cut_connections(fake_gcs: Any, bucket: Any, faulty_proxy: Any) -> None:
+    names = [f"r/{i:03d}.tar" for i in range(60)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: bucket.blob(n).upload_from_string(b"x"), names))
+    # The first two connections break in the middle of a listing page.
+    proxy = faulty_proxy(fake_gcs.port, cut_after=3000, first=2)
+    opener = GcsOpener(endpoint=proxy.url, page_size=20, retries=3, backoff=0.0)
+    assert opener.list(f"gs://{bucket.name}/r/") == [f"gs://{bucket.name}/{n}" for n in names]
+    assert proxy.cuts == 2
+
+
+@pytest.mark.usefixtures("no_sdk_background_requests")
+def test_list_without_retries_reports_the_endpoint(
+    fake_gcs: Any, bucket: Any, faulty_proxy: Any
+) -> None:
+    for i in range(30):
+        bucket.blob(f"r/{i:03d}.tar").upload_from_string(b"x")
+    proxy = faulty_proxy(fake_gcs.port, cut_after=3000, first=1)
+    opener = GcsOpener(endpoint=proxy.url, page_size=20, retries=0)
+    with pytest.raises(ShardOpenError) as info:
+        opener.list(f"gs://{bucket.name}/r/")
+    assert proxy.url in str(info.value)
+
+
+@pytest.mark.usefixtures("no_sdk_background_requests")
+@pytest.mark.parametrize("cut_after", [600, 1200, 2000, 3000])
+def test_cut_during_upload_never_leaves_a_wrong_object(
+    fake_gcs: Any, bucket: Any, faulty_proxy: Any, cut_after: int
+) -> None:
+    # The first connection breaks inside a response of the session (initiation or a chunk);
+    # the SDK retries. fake-gcs-server stores a re-sent chunk twice, which the SDK's CRC32C
+    # check catches after the commit. Either the right object is there, or none is.
+    proxy = faulty_proxy(fake_gcs.port, cut_after=cut_after, first=1)
+    opener = GcsOpener(endpoint=proxy.url, chunk_size=CHUNK, retries=3, backoff=0.0)
+    data = os.urandom(6 * CHUNK + 1000)
+    url = f"gs://{bucket.name}/cut-{cut_after}.tar"
+    try:
+        with opener.create(url) as writer:
+            for start in range(0, len(data), 100_000):
+                writer.write(data[start : start + 100_000])
+    except UploadError as exc:
+        assert exc.url == url
+        assert bucket.get_blob(f"cut-{cut_after}.tar") is None, str(exc)
+    else:
+        assert bucket.blob(f"cut-{cut_after}.tar").download_as_bytes() == data
+    assert proxy.cuts == 1

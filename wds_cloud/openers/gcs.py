@@ -60,6 +60,22 @@ def _require_sdk() -> None:
         raise MissingDependencyError("google-cloud-storage is required for gs:// URLs", extra="gcs")
 
 
+def _transient(exc: BaseException) -> bool:
+    """Whether a failed SDK request may succeed when sent again."""
+    if isinstance(exc, auth_exc.TransportError) and exc.args:
+        inner = exc.args[0]
+        return isinstance(inner, BaseException) and _transient(inner)
+    transient: tuple[type[BaseException], ...] = (
+        gexc.TooManyRequests,
+        gexc.InternalServerError,
+        gexc.BadGateway,
+        gexc.ServiceUnavailable,
+        gexc.GatewayTimeout,
+        *read_errors(),
+    )
+    return isinstance(exc, transient)
+
+
 def translate_error(
     exc: BaseException,
     *,
@@ -98,6 +114,8 @@ def translate_error(
         message = f"cannot connect to the GCS endpoint {endpoint}: {exc}"
     elif storage is not None and isinstance(exc, requests.Timeout | TimeoutError):
         message = f"timed out talking to the GCS endpoint {endpoint}: {exc}"
+    elif storage is not None and isinstance(exc, read_errors()):
+        message = f"the connection to the GCS endpoint {endpoint} broke: {exc}"
     else:
         message = f"GCS error: {type(exc).__name__}: {exc}"
     if writing:
@@ -300,16 +318,28 @@ class GcsOpener:
         raise translate_error(error, url=url, endpoint=self.endpoint) from error
 
     def _retry(self) -> Any:
-        """The SDK retry policy for metadata and listing calls, from ``retries``/``backoff``."""
+        """The SDK retry policy for metadata, listing and upload requests.
+
+        At most ``retries`` transient failures (connection errors, timeouts, 429, 5xx) are
+        retried per call (per upload for writers), with exponential backoff from ``backoff``
+        up to 5 s; there is no overall deadline, so a slow but healthy request is never cut.
+        """
         retries = int(self.config.retries or 0)
         if not retries:
             return None
-        from google.cloud.storage.retry import DEFAULT_RETRY
+        from google.api_core.retry import Retry
+
+        budget = [retries]
+
+        def predicate(exc: BaseException) -> bool:
+            if not _transient(exc):
+                return False
+            budget[0] -= 1
+            return budget[0] >= 0
 
         backoff = float(self.config.backoff or 0.0)
-        delays = [min(5.0, backoff * 2**i) for i in range(retries)]
-        return DEFAULT_RETRY.with_delay(initial=backoff, maximum=5.0, multiplier=2.0).with_timeout(
-            sum(delays) + 1.0
+        return Retry(
+            predicate=predicate, initial=backoff, maximum=5.0, multiplier=2.0, timeout=None
         )
 
     def _timeout(self) -> tuple[float, float]:

@@ -2,7 +2,9 @@
 
 At most one ``chunk_size`` chunk is held in memory. The object appears under its name only
 when :meth:`GcsWriter.close` sends the final chunk; :meth:`GcsWriter.abort` (or any failure)
-cancels the session, so a broken upload never leaves a partial object behind.
+cancels the session, so a broken upload never leaves a partial object behind. If the final
+request commits an object whose CRC32C differs from the bytes sent (a retried chunk stored
+twice), that object is deleted again and :class:`UploadError` says so.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class GcsWriter(io.RawIOBase):
         retry: Any = None,
     ) -> None:
         super().__init__()
+        self._blob = blob
         self.url = url
         self.endpoint = endpoint
         self.bytes_written = 0
@@ -90,10 +93,31 @@ class GcsWriter(io.RawIOBase):
         try:
             self._writer.close()
         except Exception as exc:
-            raise self._fail(exc, "committing the upload failed") from exc
+            outcome = self._remove_corrupt(exc)
+            raise self._fail(exc, f"committing the upload failed{outcome}") from exc
         finally:
             self._done = True
             super().close()
+
+    def _remove_corrupt(self, exc: BaseException) -> str:
+        """Delete an object the final request committed with a checksum mismatch.
+
+        The SDK compares the object's CRC32C with what was sent only after GCS committed it;
+        on a mismatch the wrong object must not stay under the final name. The delete is
+        pinned to the committed generation, so a newer object written meanwhile is kept.
+        """
+        response = getattr(exc, "response", None)
+        if type(exc).__name__ != "DataCorruption" or response is None:
+            return ""
+        try:
+            generation = int(response.json()["generation"])
+        except Exception:
+            return " (the committed object's generation is unknown; it may remain)"
+        try:
+            self._blob.delete(if_generation_match=generation)
+        except Exception as delete_exc:
+            return f" (deleting the corrupted object failed: {delete_exc}; it may remain)"
+        return " (the corrupted object was deleted)"
 
     def abort(self) -> None:
         """Cancel the upload; nothing appears under the destination name."""
