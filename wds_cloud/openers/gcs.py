@@ -338,9 +338,11 @@ class GcsOpener:
             return budget[0] >= 0
 
         backoff = float(self.config.backoff or 0.0)
-        return Retry(
-            predicate=predicate, initial=backoff, maximum=5.0, multiplier=2.0, timeout=None
-        )
+        delays: dict[str, Any] = {"initial": backoff, "maximum": 5.0, "multiplier": 2.0}
+        try:
+            return Retry(predicate=predicate, timeout=None, **delays)
+        except TypeError:  # google-api-core before "timeout" called the overall limit "deadline"
+            return Retry(predicate=predicate, deadline=None, **delays)
 
     def _timeout(self) -> tuple[float, float]:
         return (float(self.config.connect_timeout or 30), float(self.config.read_timeout or 120))
