@@ -182,3 +182,10 @@ def test_cut_during_upload_never_leaves_a_wrong_object(
     else:
         assert bucket.blob(f"cut-{cut_after}.tar").download_as_bytes() == data
     assert proxy.cuts == 1
+
+
+def test_upload_error_carries_the_gcs_answer(opener: GcsOpener) -> None:
+    writer = opener.create("gs://no-such-bucket-for-upload/y.tar")
+    writer.write(b"data")
+    with pytest.raises(UploadError, match=r"committing the upload failed after 4 bytes: not found"):
+        writer.close()

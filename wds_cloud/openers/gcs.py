@@ -100,6 +100,18 @@ def translate_error(
         return exc
     if storage is not None and isinstance(exc, gexc.RetryError) and exc.cause is not None:
         exc = exc.cause  # the SDK gave up retrying: report what actually went wrong
+    response: Any = getattr(exc, "response", None)
+    if (
+        storage is not None
+        and not isinstance(exc, gexc.GoogleAPICallError)
+        and isinstance(getattr(response, "status_code", None), int)
+        and response.status_code >= 400
+    ):
+        # the upload library's InvalidResponse: read GCS's own error from the answer
+        try:
+            exc = gexc.from_http_response(response)
+        except Exception:
+            pass
     kind: type[ShardError] = ShardOpenError
     if storage is not None and isinstance(exc, gexc.NotFound):
         kind = ShardNotFoundError

@@ -58,9 +58,9 @@ class GcsWriter(io.RawIOBase):
         from wds_cloud.openers.gcs import translate_error
 
         self.abort()
-        error = translate_error(exc, url=self.url, endpoint=self.endpoint, writing=True)
+        cause = translate_error(exc, url=self.url, endpoint=self.endpoint)
         return UploadError(
-            f"{doing} after {self.bytes_written} bytes: {getattr(error, 'reason', error)}",
+            f"{doing} after {self.bytes_written} bytes: {getattr(cause, 'reason', cause)}",
             url=self.url,
         )
 
