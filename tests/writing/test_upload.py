@@ -86,9 +86,9 @@ def test_atomic_file_writer_commit_and_abort(tmp_path: Path) -> None:
     final = tmp_path / "f.bin"
     writer = AtomicFileWriter(final)
     writer.write(b"abc")
-    assert not final.exists() and os.path.exists(writer.temp_name)
+    assert not final.exists() and os.path.exists(writer.temp_path)
     writer.close()
-    assert final.read_bytes() == b"abc" and not os.path.exists(writer.temp_name)
+    assert final.read_bytes() == b"abc" and not os.path.exists(writer.temp_path)
 
     writer = AtomicFileWriter(final)
     writer.write(b"new")

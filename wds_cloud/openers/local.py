@@ -9,8 +9,8 @@ from __future__ import annotations
 import glob
 import io
 import os
+import secrets
 import sys
-import tempfile
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
@@ -74,21 +74,23 @@ class AtomicFileWriter(io.RawIOBase):
         url: the URL shown in errors (defaults to ``path``).
     """
 
-    def __init__(self, path: str, *, url: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, url: str | None = None) -> None:
         super().__init__()
-        self.path = path
-        self.url = url if url is not None else path
-        directory = os.path.dirname(os.path.abspath(path))
-        base = os.path.basename(path)
+        self.path = self.name = os.fspath(path)
+        self.url = url if url is not None else self.path
+        directory, base = os.path.split(os.path.abspath(self.path))
+        # The pid in the name tells which process left a temp file behind after a SIGKILL.
+        self.temp_path = os.path.join(
+            directory, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        )
         try:
-            fd, self.temp_path = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+            self._file = open(self.temp_path, "xb", buffering=1 << 20)
         except FileNotFoundError as exc:
             raise UploadError(f"directory {directory!r} does not exist", url=self.url) from exc
         except OSError as exc:
             raise UploadError(
                 f"cannot create a file in {directory!r}: {exc}", url=self.url
             ) from exc
-        self._file = open(fd, "wb", buffering=0)
         self._done = False
 
     def writable(self) -> bool:
@@ -111,7 +113,10 @@ class AtomicFileWriter(io.RawIOBase):
         if self._done:
             return
         self._done = True
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError:
+            pass  # a failed flush of data being discarded anyway
         try:
             os.unlink(self.temp_path)
         except FileNotFoundError:
@@ -124,6 +129,7 @@ class AtomicFileWriter(io.RawIOBase):
             super().close()
             return
         try:
+            self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
             os.replace(self.temp_path, self.path)

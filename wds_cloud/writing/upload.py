@@ -20,7 +20,6 @@ any other URL (``s3://`` ..)  ``registry.for_url(url).create(url)`` from the bac
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import IO, Any, Protocol, runtime_checkable
 
 from wds_cloud.errors import ConfigError, UnsupportedSchemeError, UploadError
+from wds_cloud.openers.local import AtomicFileWriter
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 
 _COPY_CHUNK = 8 << 20
@@ -49,76 +49,6 @@ class Sink(Protocol):
     def abort(self) -> None:  # pragma: no cover - protocol
         """Discard everything written."""
         ...
-
-
-class AtomicFileWriter:
-    """Write a local file through a temp file in the same directory, renamed on ``close()``.
-
-    Args:
-        path: the final file name.
-
-    Raises:
-        UploadError: the temp file cannot be created (missing directory, permissions).
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.name = os.fspath(path)
-        directory, base = os.path.split(os.path.abspath(self.name))
-        self.temp_name = os.path.join(
-            directory, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        )
-        try:
-            self._file: IO[bytes] | None = open(self.temp_name, "xb", buffering=1 << 20)
-        except OSError as exc:
-            raise UploadError(
-                f"cannot create a temp file next to {self.name}: {exc}", url=self.name
-            )
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        """Write ``data`` to the temp file."""
-        if self._file is None:
-            raise ValueError(f"write to a closed AtomicFileWriter for {self.name}")
-        return self._file.write(data)
-
-    def flush(self) -> None:
-        """Flush Python's buffer to the temp file."""
-        if self._file is not None:
-            self._file.flush()
-
-    def close(self) -> None:
-        """Flush, fsync and rename the temp file to the final name (no-op once closed)."""
-        if self._file is None:
-            return
-        file, self._file = self._file, None
-        try:
-            file.flush()
-            os.fsync(file.fileno())
-            file.close()
-            os.replace(self.temp_name, self.name)
-        except BaseException:
-            file.close()
-            self._remove_temp()
-            raise
-        finally:
-            self.closed = True
-
-    def abort(self) -> None:
-        """Close and delete the temp file; the final name is never touched."""
-        if self._file is not None:
-            file, self._file = self._file, None
-            try:
-                file.close()
-            except OSError:
-                pass
-        self._remove_temp()
-        self.closed = True
-
-    def _remove_temp(self) -> None:
-        try:
-            os.unlink(self.temp_name)
-        except FileNotFoundError:
-            pass
 
 
 class _PlainSink:
