@@ -69,7 +69,7 @@ TUPLES = {
 }
 FULL: dict[str, Any] = {
     "specs": {"tiny": (4, 10000), "pax": (2, 10000), "small": (4, 5000), "large": (2, 30)},
-    "rounds": 3,
+    "rounds": 4,
     "min_seconds": 2.0,
     "grouped": False,
     "import_repeats": 3,
@@ -255,6 +255,11 @@ def summarize(cell: Cell, runs: dict[str, list[dict[str, Any]]]) -> dict[str, An
         }
     out["ratio"] = _stats(ratios)
     out["ratios"] = ratios
+    cpu_ratios = [
+        a["samples_per_cpu_s"] / b["samples_per_cpu_s"]
+        for a, b in zip(runs["wds_cloud"], runs["webdataset"], strict=True)
+    ]
+    out["cpu_ratio"] = _stats(cpu_ratios)
     if cell.target is not None:
         out["status"] = "PASS" if out["ratio"]["median"] >= cell.target else "MISS"
     else:
@@ -270,9 +275,9 @@ def table(summary: list[dict[str, Any]], imports: list[dict[str, Any]]) -> str:
     """Markdown tables: per-cell ratios with PASS/MISS, then import RSS."""
     lines = [
         "| regime | mode | wds_cloud samples/s | webdataset samples/s | wds_cloud MB/s | "
-        "webdataset MB/s | ratio median (min-max) | target | status | peak RSS MB "
-        "wds_cloud / webdataset (workers) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "webdataset MB/s | ratio median (min-max) | target | status | per-CPU-s ratio | "
+        "peak RSS MB wds_cloud / webdataset (workers) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary:
         a, b, r = s["wds_cloud"], s["webdataset"], s["ratio"]
@@ -284,7 +289,7 @@ def table(summary: list[dict[str, Any]], imports: list[dict[str, Any]]) -> str:
             f"| {s['regime']} | {s['mode']} | {_fmt(a['samples_per_s']['median'])} | "
             f"{_fmt(b['samples_per_s']['median'])} | {_fmt(a['mb_per_s']['median'])} | "
             f"{_fmt(b['mb_per_s']['median'])} | {r['median']:.1f}x ({r['min']:.1f}-{r['max']:.1f}) "
-            f"| {target} | {s['status']} | {rss} |"
+            f"| {target} | {s['status']} | {s['cpu_ratio']['median']:.1f}x | {rss} |"
         )
     lines += ["", "| import (fresh interpreter) | peak RSS MB | torch imported | target | status |"]
     lines.append("|---|---|---|---|---|")
