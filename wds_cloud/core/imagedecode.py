@@ -136,12 +136,16 @@ class _ImageDecode:
         with io.BytesIO(data) as stream:
             img = image_module.open(stream)
             img.load()
-            img = img.convert(mode.upper())
+            # For arrays, converting to the mode the image already has would only copy it;
+            # PIL results are always converted so they are plain, detached Image objects.
+            if self.atype == "pil" or img.mode != mode.upper():
+                img = img.convert(mode.upper())
         if self.atype == "pil":
             return img
         result = np.asarray(img)
         if self.etype == "float":
-            result = result.astype(np.float32) / 255.0
+            result = result.astype(np.float32)
+            result /= 255.0  # in place: same values as webdataset's astype(...) / 255.0
         # convert() above fixed the channel count; these mirror webdataset for odd modes
         if mode == "l" and result.ndim == 3:
             result = np.mean(result[:, :, :3], axis=2)
