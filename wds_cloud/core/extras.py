@@ -89,19 +89,19 @@ def check_empty(src: Iterable[Any]) -> Iterator[Any]:
     Raises:
         ConfigError: no samples, naming this reader's rank and worker.
     """
-    count = 0
-    for s in src:
-        yield s
-        count += 1
-    if count == 0:
-        from wds_cloud.core.shards import worker_info
+    source = iter(src)
+    for first in source:  # at most one turn: then the rest is delegated without counting
+        yield first
+        yield from source
+        return
+    from wds_cloud.core.shards import worker_info
 
-        rank, world, worker, nworkers = worker_info()
-        raise ConfigError(
-            f"no samples found (rank {rank} of {world}, worker {worker} of {nworkers}); the "
-            "shards may be empty, every sample may have been skipped by the handler, or this "
-            "reader got no shards"
-        )
+    rank, world, worker, nworkers = worker_info()
+    raise ConfigError(
+        f"no samples found (rank {rank} of {world}, worker {worker} of {nworkers}); the "
+        "shards may be empty, every sample may have been skipped by the handler, or this "
+        "reader got no shards"
+    )
 
 
 def guess_batchsize(batch: Any) -> int:

@@ -77,13 +77,17 @@ class DataPipeline:
 
     def iterator(self) -> Iterator[Any]:
         """``repetitions`` passes; stops early if a pass yields nothing."""
+        if self.repetitions == 1:
+            yield from self.iterator1()
+            return
         for _ in range(self.repetitions):
-            count = 0
-            for sample in self.iterator1():
-                yield sample
-                count += 1
-            if count == 0:
+            source = self.iterator1()
+            for first in source:  # at most one turn: then the rest is delegated
+                yield first
+                yield from source
                 break
+            else:
+                break  # an empty pass: stop instead of spinning
 
     def epoch_size(self) -> int:
         """Items this iterator yields per epoch (``-1``: unlimited), after the per-rank split.
