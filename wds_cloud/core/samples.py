@@ -393,17 +393,3 @@ def group_by_keys(
             current[suffix] = value
     if current is not None:
         yield current
-
-
-def tarfile_samples_from_streams(
-    src: Iterable[Sample], handler: Handler = reraise_exception
-) -> Iterator[Sample]:
-    """``url_opener`` output -> samples, through the fused reader."""
-    for source in src:
-        stream = source["stream"]
-        try:
-            yield from tar_samples(
-                stream, source["url"], local_path=source.get("local_path"), handler=handler
-            )
-        finally:
-            stream.close()
