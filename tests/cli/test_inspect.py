@@ -129,6 +129,23 @@ def test_verify_reports_duplicate_extension(wds_cli: Runner, tmp_path: Path) -> 
     assert json.loads(out.stdout)["reports"][0]["type"] == "SampleError"
 
 
+def test_verify_reports_a_lone_zero_block(wds_cli: Runner, tmp_path: Path) -> None:
+    path = tmp_path / "lone.tar"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i in range(3):
+            add(tf, f"{i}.txt", b"x" * 10)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:1024] + bytes(512) + raw[1024:])
+    report = json.loads(wds_cli("verify", str(path), "--json").stdout)["reports"][0]
+    assert report["ok"] and report["samples"] == 3
+    assert report["warnings"] == [
+        {"offset": 1024, "warning": "lone zero block inside the archive; reading on"}
+    ]
+    text = wds_cli("verify", str(path)).stdout.decode()
+    assert f"WARNING {path}  offset=1024  lone zero block" in text
+    assert "1 of 1 shards OK (3 samples)" in text
+
+
 def test_preview_png(wds_cli: Runner, image_shards: list[Path], tmp_path: Path) -> None:
     png = tmp_path / "sheet.png"
     out = wds_cli(

@@ -269,3 +269,42 @@ def test_stream_errors_become_shard_read_errors() -> None:
     with pytest.raises(ShardReadError, match="peer reset") as info:
         list(iter_tar(Broken(), url="http://h/x.tar", bufsize=600))
     assert info.value.url == "http://h/x.tar"
+
+
+def test_padding_past_the_buffer_end_after_a_large_member() -> None:
+    """Regression: after a member larger than the buffer, buffer ends are not 512-aligned;
+    a later member whose data ends inside the buffer but whose padding runs past it must not
+    shift the reader (it used to fail with a header checksum mismatch)."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(60):
+        members = [("big.bin", bytes([7]) * (3 * 4096 + rng.randrange(1, 512)))]
+        members += [(f"{i:04d}.bin", bytes([i % 251]) * rng.randrange(1, 1500)) for i in range(40)]
+        data = tar_bytes(members)
+        for stream in (io.BytesIO(data), NoFileno(data, step=777)):
+            got = list(iter_tar(stream, bufsize=4096))
+            assert got == members
+
+
+@pytest.mark.parametrize("how", ["file", "stream"])
+def test_lone_zero_block_is_read_past_and_reported(tmp_path: object, how: str) -> None:
+    members = [("a.txt", b"1" * 10), ("b.txt", b"2" * 10), ("c.txt", b"3" * 10)]
+    raw = tar_bytes(members)
+    data = raw[:1024] + bytes(512) + raw[1024:]  # a zero block after the first member
+    warnings: list[tuple[str, int]] = []
+    if how == "file":
+        stream = open(write(os.path.join(str(tmp_path), "lone.tar"), data), "rb")
+    else:
+        stream = NoFileno(data, step=100)
+    with stream:
+        got = list(iter_tar(stream, on_warning=lambda m, o: warnings.append((m, o))))
+    assert got == members
+    assert warnings == [("lone zero block inside the archive; reading on", 1024)]
+    # Two zero blocks still end the archive (what follows is not read), with no warning.
+    ended = raw[:1024] + bytes(1024) + raw[1024:]
+    warnings.clear()
+    assert list(iter_tar(io.BytesIO(ended), on_warning=lambda m, o: warnings.append((m, o)))) == [
+        members[0]
+    ]
+    assert warnings == []

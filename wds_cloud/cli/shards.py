@@ -16,14 +16,14 @@ def _bar_enabled(args: argparse.Namespace) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
 
-def _sample_sizes(url: str) -> Any:
+def _sample_sizes(url: str, on_warning: Any = None) -> Any:
     """Yield ``(key, {ext: size})`` for every sample of a shard."""
     from wds_cloud.core.samples import tar_samples
     from wds_cloud.openers.registry import open_url
 
     stream = open_url(url)
     try:
-        for sample in tar_samples(stream, url):
+        for sample in tar_samples(stream, url, on_warning=on_warning):
             sizes = {k: len(v) for k, v in sample.items() if not k.startswith("__")}
             yield sample["__key__"], sizes
     finally:
@@ -115,8 +115,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def _verify_one(url: str) -> dict[str, Any]:
     """Parse one shard fully; return its report (``ok``, samples, or the error's location)."""
     samples = 0
+    warnings: list[dict[str, Any]] = []
+
+    def warn(message: str, offset: int) -> None:
+        warnings.append({"offset": offset, "warning": message})
+
     try:
-        for _ in _sample_sizes(url):
+        for _ in _sample_sizes(url, warn):
             samples += 1
     except ShardError as exc:
         return {
@@ -127,6 +132,7 @@ def _verify_one(url: str) -> dict[str, Any]:
             "member": getattr(exc, "member", None),
             "error": getattr(exc, "reason", None) or str(exc),
             "type": type(exc).__name__,
+            "warnings": warnings,
         }
     except SampleError as exc:
         return {
@@ -137,8 +143,9 @@ def _verify_one(url: str) -> dict[str, Any]:
             "member": getattr(exc, "key", None),
             "error": getattr(exc, "reason", None) or str(exc),
             "type": type(exc).__name__,
+            "warnings": warnings,
         }
-    return {"url": url, "ok": True, "samples": samples}
+    return {"url": url, "ok": True, "samples": samples, "warnings": warnings}
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -151,6 +158,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"shards": len(reports), "corrupt": len(bad), "reports": reports})
     else:
+        for r in reports:
+            for w in r["warnings"]:
+                print(f"WARNING {r['url']}  offset={w['offset']}  {w['warning']}")
         for r in bad:
             print(
                 f"CORRUPT {r['url']}  offset={r['offset']}  member={r['member']}  "

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.tar import iter_tar
+from wds_cloud.core.tar import Warn, iter_tar
 from wds_cloud.errors import SampleError, ShardError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 
@@ -71,6 +71,7 @@ def tar_samples(
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
     concatenated: bool = False,
+    on_warning: Warn | None = None,
 ) -> Iterator[Sample]:
     """Yield the samples of one shard read from ``stream``.
 
@@ -83,6 +84,8 @@ def tar_samples(
         select_files: keep only members for which this returns True (after renaming).
         rename_files: map each member name before grouping.
         concatenated: keep reading after end-of-archive markers (several tars in one stream).
+        on_warning: receives ``(message, offset)`` for oddities read past; see
+            :func:`~wds_cloud.core.tar.iter_tar`.
     """
     try:
         yield from _shard_samples(
@@ -93,6 +96,7 @@ def tar_samples(
             select_files=select_files,
             rename_files=rename_files,
             concatenated=concatenated,
+            on_warning=on_warning,
         )
     except _StopShards:
         return
@@ -107,6 +111,7 @@ def _shard_samples(
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
     concatenated: bool = False,
+    on_warning: Warn | None = None,
 ) -> Iterator[Sample]:
     """The fused reader behind :func:`tar_samples`; raises ``_StopShards`` to stop."""
     skip: Callable[[str], bool] | None = None
@@ -120,7 +125,9 @@ def _shard_samples(
     current_key: str | None = None
     unkeyed: list[str] = []
     try:
-        for name, data in iter_tar(stream, url=url, concatenated=concatenated, skip=skip):
+        for name, data in iter_tar(
+            stream, url=url, concatenated=concatenated, skip=skip, on_warning=on_warning
+        ):
             if name[:2] == "__" and _is_meta(name):
                 continue
             if rename_files is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import logging
 import lzma
 import mmap
 import os
@@ -40,6 +41,10 @@ _MAGIC_XZ = b"\xfd7zXZ\x00"
 
 Member = tuple[str, bytes]
 Skip = Callable[[str], bool]
+#: Receives ``(message, offset)`` for an oddity the reader reads past (a lone zero block).
+Warn = Callable[[str, int], None]
+
+log = logging.getLogger(__name__)
 
 
 def _decode_name(raw: bytes) -> str:
@@ -239,11 +244,30 @@ class _Source:
             ) from exc
 
     def refill(self, pos: int) -> int:
-        """Keep ``buf[pos:]`` and append the next block; return the new position of ``pos``."""
-        rest = self.buf[pos:]
+        """Keep ``buf[pos:]`` and append the next block; return the new position of ``pos``.
+
+        ``pos`` may lie past the end of the buffer: the padding of a member whose data ended
+        inside the buffer can run beyond it (buffer ends are not 512-aligned after a large
+        member). Those padding bytes are still in the stream and are skipped here; a stream
+        that ends inside them leaves an empty buffer, which the caller reports as truncation.
+        """
+        behind = pos - len(self.buf)
+        if behind > 0:
+            self.skip(behind)
+            rest = b""
+        else:
+            rest = self.buf[pos:]
         self.base += pos
         self.buf = rest + self.read(self.bufsize)
         return 0
+
+    def skip(self, n: int) -> None:
+        """Read and drop ``n`` bytes of the stream (fewer at its end)."""
+        while n > 0:
+            chunk = self.read(min(n, _READ_CHUNK))
+            if not chunk:
+                return
+            n -= len(chunk)
 
     def release(self, pos: int) -> None:
         """mmap only: drop mapped pages behind ``pos`` from this process's resident set."""
@@ -270,6 +294,7 @@ def iter_tar(
     concatenated: bool = False,
     skip: Skip | None = None,
     bufsize: int = DEFAULT_BUFSIZE,
+    on_warning: Warn | None = None,
 ) -> Iterator[Member]:
     """Yield ``(name, data)`` for every regular file in a tar stream.
 
@@ -281,6 +306,10 @@ def iter_tar(
             back to back (SageMaker Pipe mode); stops at the end of the stream.
         skip: called with each member name; True skips the member without copying its data.
         bufsize: block size of reads from non-file streams.
+        on_warning: called with ``(message, offset)`` for what the reader reads past instead
+            of failing: a lone zero block followed by a valid header (GNU tar warns about it;
+            ``tarfile`` and webdataset silently stop there and lose the rest). Default: a
+            ``logging`` warning naming the URL and offset.
 
     Raises:
         ShardReadError: not a tar archive, a corrupt header, a truncated member, a stream that
@@ -288,14 +317,19 @@ def iter_tar(
             the member's header in the uncompressed stream) and ``member``.
     """
     source = _Source(stream, url, bufsize)
+    if on_warning is None:
+
+        def on_warning(message: str, offset: int) -> None:
+            log.warning("%s [url=%r, offset=%d]", message, url, offset)
+
     try:
-        yield from _members(source, url, concatenated, skip)
+        yield from _members(source, url, concatenated, skip, on_warning)
     finally:
         source.close()
 
 
 def _members(
-    source: _Source, url: str | None, concatenated: bool, skip: Skip | None
+    source: _Source, url: str | None, concatenated: bool, skip: Skip | None, warn: Warn
 ) -> Iterator[Member]:
     mapped = source.mm is not None
     fields_get = _FIELDS.get
@@ -334,6 +368,17 @@ def _members(
                 )
         header = buf[pos : pos + BLOCK]
         if header == _ZERO_BLOCK:
+            if not concatenated:
+                # End of archive, unless a valid header follows this one zero block.
+                if buflen - pos < 2 * BLOCK and not mapped:
+                    pos = source.refill(pos)
+                    buf = source.buf
+                    buflen = len(buf)
+                after = buf[pos + BLOCK : pos + 2 * BLOCK]
+                if len(after) == BLOCK and after != _ZERO_BLOCK and _checksum_ok(after):
+                    warn("lone zero block inside the archive; reading on", source.base + pos)
+                    pos += BLOCK
+                    continue
             seen_end = True
             if not concatenated:
                 return
