@@ -116,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "ImageHandler": "wds_cloud.core.imagedecode",
     "imagehandler": "wds_cloud.core.imagedecode",
     "cbors_to_samples": "wds_cloud.core.cbors",
+    "msgpacks_to_samples": "wds_cloud.core.cbors",
     "default_collation_fn": "wds_cloud.core.collate",
     "torch_collate": "wds_cloud.core.collate",
     # dSort

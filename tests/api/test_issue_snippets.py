@@ -139,6 +139,25 @@ def test_cbors_to_samples(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Non
     ]
 
 
+def test_webdataset_readme_cbor_section(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's "Alternative Representation: CBOR" cells, verbatim but for ``cbor``
+    (unmaintained, no Python 3.11 wheel) -> ``cbor2``, which has the same dump/load."""
+    import cbor2 as cbor
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    with open("test.cbors", "wb") as stream:
+        for i in np.linspace(-5.0, 5.0, 1000):
+            cbor.dump((i, str(i)[-5:]), stream)
+    dataset = wds.DataPipeline(
+        wds.SimpleShardList("test.cbors"),
+        wds.cbors_to_samples(),
+    )
+    data = list(iter(dataset))
+    assert (len(data), data[0]) == (1000, [-5.0, "-5.0"])
+    assert data[1] == [-4.98998998998999, "98999"]
+
+
 def test_shardshuffle_true(url: str) -> None:
     urls = wds.expand_urls(url)
     dataset = wds.WebDataset(urls, shardshuffle=True).shuffle(10)

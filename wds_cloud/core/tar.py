@@ -145,7 +145,7 @@ class _Prefixed:
         pass  # the caller owns ``stream``
 
 
-def _read_full(stream: Any, n: int) -> bytes:
+def read_full(stream: Any, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads; shorter only at end of stream."""
     data = stream.read(n)
     if data is None:
@@ -188,7 +188,7 @@ def _peek_kind(stream: Any) -> tuple[str, Any]:
             if head.startswith(_MAGIC_XZ):
                 return "xz", stream
             return "mmap", stream
-    head = _read_full(stream, 6)
+    head = read_full(stream, 6)
     prefixed = _Prefixed(head, stream)
     if head.startswith(_MAGIC_GZIP):
         return "gz", prefixed
@@ -235,7 +235,7 @@ class _Source:
 
     def read(self, n: int) -> bytes:
         try:
-            return _read_full(self.stream, n)
+            return read_full(self.stream, n)
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
             if isinstance(exc, ShardReadError):
                 raise
