@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -141,10 +142,27 @@ def test_no_shard_shuffle_by_default(shards, clean_env):
 
 
 def test_fewer_shards_than_workers(shards, clean_env):
-    clean_env.setenv("WORKER", "0")
-    clean_env.setenv("NUM_WORKERS", "12")
-    with pytest.raises(ConfigError, match=r"8 shard\(s\) for world size 1 x 12"):
-        list(compat.WebDataset(shards.pattern))
+    """8 shards for 12 workers: workers 8..11 yield nothing and do not raise (check_empty knows
+    they got no shard); worker 0 warns; every sample is read once over all workers."""
+    got = []
+    for worker in range(12):
+        clean_env.setenv("WORKER", str(worker))
+        clean_env.setenv("NUM_WORKERS", "12")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got.append(keys(compat.WebDataset(shards.pattern)))
+        assert len(caught) == (1 if worker == 0 else 0)
+    assert [bool(k) for k in got] == [True] * 8 + [False] * 4
+    clean_env.delenv("WORKER")
+    clean_env.delenv("NUM_WORKERS")
+    assert sorted(k for ks in got for k in ks) == sorted(keys(compat.WebDataset(shards.pattern)))
+
+
+def test_fewer_shards_than_ranks_is_an_error(shards, clean_env):
+    for k, v in (("RANK", 0), ("WORLD_SIZE", 9), ("WORKER", 0), ("NUM_WORKERS", 1)):
+        clean_env.setenv(k, str(v))
+    with pytest.raises(ConfigError, match=r"8 shard\(s\) for world size 9"):
+        list(compat.WebDataset(shards.pattern, nodesplitter=wds.split_by_node))
 
 
 def test_split_samples_covers_every_sample_once(shards, clean_env):

@@ -7,6 +7,7 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -70,18 +71,37 @@ def test_split_by_node_and_worker(clean_env):
     assert sorted(seen) == sorted(URLS)
 
 
-def test_too_few_shards_error_names_numbers(clean_env):
+def test_fewer_shards_than_ranks_is_an_error_naming_the_numbers(clean_env):
     set_reader(clean_env, 0, 2, 0, 4)
     with pytest.raises(ConfigError) as info:
-        list(sh.split_by_node(iter({"url": u} for u in URLS[:5])))
+        list(sh.split_by_node(iter({"url": u} for u in URLS[:1])))
     msg = str(info.value)
-    assert "5 shard(s)" in msg and "world size 2" in msg and "4 DataLoader worker(s)" in msg
-    set_reader(clean_env, 0, 1, 3, 4)
-    with pytest.raises(ConfigError, match=r"3 shard\(s\) for world size 1 x 4"):
-        list(sh.split_by_worker(iter(URLS[:3])))
-    # exactly enough shards: fine, every reader gets one
+    assert "1 shard(s)" in msg and "world size 2" in msg and "every rank" in msg
+    # 5 shards for 2 ranks x 4 workers: every rank has data, surplus workers are allowed
+    assert len(urls_of(sh.split_by_node(iter({"url": u} for u in URLS[:5])))) == 3
+
+
+def test_surplus_workers_yield_nothing_and_worker_0_warns_once(clean_env):
+    seen = []
+    for worker in range(4):
+        set_reader(clean_env, 0, 1, worker, 4)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seen.append(list(sh.split_by_worker(iter(URLS[:3]))))
+        messages = [str(w.message) for w in caught]
+        if worker == 0:
+            assert messages == [
+                "3 shard(s) for 4 DataLoader workers: workers 3..3 yield nothing; use at most "
+                "3 workers or more shards"
+            ]
+        else:
+            assert messages == []
+    assert seen == [[URLS[0]], [URLS[1]], [URLS[2]], []]
+    # exactly enough shards: no warning, every reader gets one
     set_reader(clean_env, 1, 2, 3, 4)
-    assert len(list(sh.split_by_worker(sh.split_by_node(iter(URLS[:8]))))) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(sh.split_by_worker(sh.split_by_node(iter(URLS[:8]))))) == 1
 
 
 def test_single_node_only(clean_env):

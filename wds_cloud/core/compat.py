@@ -11,11 +11,13 @@ rank, so each epoch the ranks together read every shard exactly once, in a new o
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from wds_cloud.core.extras import ShardTally, check_empty
 from wds_cloud.core.fluid import FluidInterface
 from wds_cloud.core.handlers import reraise_exception
 from wds_cloud.core.pipeline import DataPipeline
@@ -27,7 +29,6 @@ from wds_cloud.core.shards import (
     split_by_sample,
     split_by_worker,
 )
-from wds_cloud.core.stages import check_empty
 from wds_cloud.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,8 @@ class WebDataset(DataPipeline, FluidInterface):
                     self.append(nodesplitter)
                 if workersplitter is not None:
                     self.append(workersplitter)
+        tally = ShardTally()
+        self.append(tally)
         self.append(
             tarfile_to_samples(
                 handler=handler,
@@ -153,7 +156,7 @@ class WebDataset(DataPipeline, FluidInterface):
         if self.split_samples and not resampled:
             self.append(split_by_sample)
         if empty_check:
-            self.append(check_empty)
+            self.append(functools.partial(check_empty, tally=tally))
 
 
 class FluidWrapper(DataPipeline, FluidInterface):

@@ -83,8 +83,31 @@ def non_empty(src: Iterable[Any]) -> Iterator[Any]:
         raise ConfigError("pipeline stage received no items (non_empty)")
 
 
-def check_empty(src: Iterable[Any]) -> Iterator[Any]:
+class ShardTally:
+    """A stage that counts the shards reaching this reader in the current pass.
+
+    :class:`~wds_cloud.core.compat.WebDataset` puts one after its shard splitters and hands it
+    to :func:`check_empty`, which then tells a surplus DataLoader worker (no shard, by design)
+    from a reader whose shards produced nothing.
+    """
+
+    def __init__(self) -> None:
+        self.count: int | None = None
+
+    def run(self, src: Iterable[Any]) -> Iterator[Any]:
+        self.count = 0
+        for shard in src:
+            self.count += 1
+            yield shard
+
+
+def check_empty(src: Iterable[Any], tally: ShardTally | None = None) -> Iterator[Any]:
     """Pass samples through; raise a clear error if this reader produced none.
+
+    Args:
+        src: the samples.
+        tally: the shard count of this reader; a DataLoader worker other than worker 0 that
+            received no shard at all (more workers than shards) ends quietly instead.
 
     Raises:
         ConfigError: no samples, naming this reader's rank and worker.
@@ -97,6 +120,8 @@ def check_empty(src: Iterable[Any]) -> Iterator[Any]:
     from wds_cloud.core.shards import worker_info
 
     rank, world, worker, nworkers = worker_info()
+    if tally is not None and tally.count == 0 and worker > 0:
+        return  # a surplus worker: split_by_worker warned in worker 0
     raise ConfigError(
         f"no samples found (rank {rank} of {world}, worker {worker} of {nworkers}); the "
         "shards may be empty, every sample may have been skipped by the handler, or this "

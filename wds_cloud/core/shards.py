@@ -16,6 +16,7 @@ import os
 import random
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -225,12 +226,11 @@ def _head(src: Iterable[Any], n: int) -> tuple[list[Any], Iterator[Any]]:
     return list(itertools.islice(it, n)), it
 
 
-def _too_few(nshards: int, world: int, nworkers: int) -> ConfigError:
+def _too_few(nshards: int, world: int) -> ConfigError:
     return ConfigError(
-        f"{nshards} shard(s) for world size {world} x {nworkers} DataLoader worker(s) = "
-        f"{world * nworkers} readers: every reader needs at least one shard. Use more shards "
-        "(or fewer workers/ranks), resampled=True, or WebDataset(..., split_samples=True) to "
-        "split at sample level"
+        f"{nshards} shard(s) for world size {world}: every rank needs at least one shard (a rank "
+        "without data would hang the others' collectives). Use more shards (or fewer ranks), "
+        "resampled=True, or WebDataset(..., split_samples=True) to split at sample level"
     )
 
 
@@ -238,38 +238,36 @@ def split_by_node(src: Iterable[Any], group: Any = None) -> Iterator[Any]:
     """Keep every ``world``-th shard starting at this rank.
 
     Raises:
-        ConfigError: fewer shards than ``world_size * num_workers`` (some reader would be idle),
-            naming the numbers.
+        ConfigError: fewer shards than ranks (a rank would have no data), naming the numbers.
     """
-    rank, world, _, nworkers = worker_info(group)
-    head, rest = _head(src, world * nworkers)
-    if len(head) < world * nworkers:
-        raise _too_few(len(head), world, nworkers)
-    it = itertools.chain(head, rest)
-    if world > 1:
-        return itertools.islice(it, rank, None, world)
-    return it
+    rank, world = node_info(group)
+    if world <= 1:
+        return iter(src)
+    head, rest = _head(src, world)
+    if len(head) < world:
+        raise _too_few(len(head), world)
+    return itertools.islice(itertools.chain(head, rest), rank, None, world)
 
 
 def split_by_worker(src: Iterable[Any]) -> Iterator[Any]:
     """Keep every ``num_workers``-th shard starting at this DataLoader worker.
 
-    Raises:
-        ConfigError: fewer shards than workers, naming the numbers.
+    With fewer shards than workers the surplus workers yield nothing, as in webdataset; worker 0
+    warns once, naming the numbers.
     """
     worker, nworkers = dataloader_worker_info()
     if nworkers <= 1:
         return iter(src)
     head, rest = _head(src, nworkers)
-    if len(head) < nworkers:
+    if len(head) < nworkers and worker == 0:
         rank, world = node_info()
-        if world > 1:
-            raise ConfigError(
-                f"rank {rank} of world size {world} got {len(head)} shard(s) for {nworkers} "
-                "DataLoader worker(s): every worker needs at least one shard. Use more shards, "
-                "resampled=True, or split_samples=True"
-            )
-        raise _too_few(len(head), world, nworkers)
+        where = f" on rank {rank} of {world}" if world > 1 else ""
+        warnings.warn(
+            f"{len(head)} shard(s) for {nworkers} DataLoader workers{where}: workers "
+            f"{len(head)}..{nworkers - 1} yield nothing; use at most {len(head)} workers or "
+            "more shards",
+            stacklevel=2,
+        )
     return itertools.islice(itertools.chain(head, rest), worker, None, nworkers)
 
 
