@@ -163,3 +163,39 @@ def test_shardshuffle_true(url: str) -> None:
     dataset = wds.WebDataset(urls, shardshuffle=True).shuffle(10)
     keys = [s["__key__"] for s in dataset]
     assert sorted(keys) == [f"s{i:04d}" for i in range(TOTAL)]
+
+
+@pytest.mark.parametrize("where", ["package", "samples module"])
+def test_assigned_url_opener_is_used(url: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The S3 blog post plugs its own opener in by assigning the module's ``url_opener``; the
+    same shape, opening local files, is honoured when assigned to ``wds_cloud.url_opener`` or
+    ``wds_cloud.core.samples.url_opener``."""
+    import wds_cloud.core.samples as samples_module
+
+    opened: list[str] = []
+
+    def url_opener(data, handler=wds.reraise_exception, **kw):  # type: ignore[no-untyped-def]
+        for sample in data:
+            url = sample["url"]
+            try:
+                stream = open(url, "rb")
+                opened.append(url)
+                sample.update(stream=stream)
+                yield sample
+            except Exception as exn:
+                exn.args = exn.args + (url,)  # noqa: RUF005 - as webdataset writes it
+                if handler(exn):
+                    continue
+                else:
+                    break
+
+    target = wds if where == "package" else samples_module
+    monkeypatch.setattr(target, "url_opener", url_opener)
+    keys = [s["__key__"] for s in wds.WebDataset(url)]
+    assert keys == [f"s{i:04d}" for i in range(TOTAL)]
+    assert opened == wds.expand_urls(url)
+    # a shard the user's opener cannot open goes through the handler like any open error
+    missing = url.replace("shard-", "missing-")
+    skip = wds.ContinueHandler()
+    assert list(wds.WebDataset(missing, handler=skip, empty_check=False)) == []
+    assert skip.count == NSHARDS

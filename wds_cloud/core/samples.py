@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -276,7 +277,14 @@ def tarfile_samples(
     for item in src:
         try:
             url = _shard_url(item)
-            stream, local_path = opener.open(url)
+            override = _url_opener_override()
+            if override is None:
+                stream, local_path = opener.open(url)
+            else:
+                opened = next(iter(override([{"url": url}], handler=handler)), None)
+                if opened is None:
+                    continue  # the user's opener skipped it through the handler
+                stream, local_path = opened["stream"], None
         except Exception as exc:
             if handler(exc):
                 continue
@@ -298,6 +306,31 @@ def tarfile_samples(
 
 
 tarfile_to_samples = pipelinefilter(tarfile_samples)
+
+_logged_override = False
+
+
+def _url_opener_override() -> Callable[..., Iterator[Sample]] | None:
+    """A ``url_opener`` the user assigned in place of ours, as webdataset code does.
+
+    webdataset looks ``tariterators.url_opener`` up each time a shard is opened, so code written
+    for it (the SageMaker/S3 blog post plugs boto3 in this way) replaces that global. Assigning
+    ``wds_cloud.url_opener`` or ``wds_cloud.core.samples.url_opener`` works the same here. The
+    supported way to add a backend is :func:`wds_cloud.register_opener`.
+    """
+    global _logged_override
+    package = sys.modules.get("wds_cloud")
+    for candidate in (globals()["url_opener"], getattr(package, "__dict__", {}).get("url_opener")):
+        if candidate is not None and candidate is not _default_url_opener:
+            if not _logged_override:
+                _logged_override = True
+                log.info(
+                    "using the url_opener assigned by the program (%r); "
+                    "wds_cloud.register_opener(scheme, opener) is the supported way",
+                    candidate,
+                )
+            return candidate
+    return None
 
 
 # --- webdataset-compatible building blocks ----------------------------------------------------
@@ -322,6 +355,9 @@ def url_opener(
                 continue
             return
         yield sample
+
+
+_default_url_opener = url_opener
 
 
 def tar_file_expander(
