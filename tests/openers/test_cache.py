@@ -245,3 +245,42 @@ def test_configuration_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("WDS_CLOUD_CACHE_SIZE", "lots")
     with pytest.raises(ConfigError, match="WDS_CLOUD_CACHE_SIZE"):
         ShardCache()
+
+
+@pytest.mark.parametrize("variable", ["WDS_CLOUD_CACHE_DIR", "WDS_CACHE"])
+def test_webdataset_caches_when_the_environment_says_so(
+    http_server: HttpFileServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    variable: str,
+) -> None:
+    """As in webdataset: setting the cache variable switches caching on without code changes;
+    WDS_VERBOSE_CACHE=1 reports misses, commits, hits and evictions on stderr."""
+    import wds_cloud as wds
+
+    for name in ("WDS_CLOUD_CACHE_DIR", "WDS_CACHE", "WDS_CLOUD_CACHE_SIZE", "WDS_CACHE_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    keys = []
+    for i in range(2):
+        keys += make_shard(http_server.root / f"e-{i}.tar", i, samples=4)
+    urls = [http_server.url(f"e-{i}.tar") for i in range(2)]
+    cache_dir = tmp_path / "envcache"
+    monkeypatch.setenv(variable, str(cache_dir))
+    monkeypatch.setenv("WDS_VERBOSE_CACHE", "1")
+    size = (http_server.root / "e-0.tar").stat().st_size
+    size_var = "WDS_CLOUD_CACHE_SIZE" if variable == "WDS_CLOUD_CACHE_DIR" else "WDS_CACHE_SIZE"
+    monkeypatch.setenv(size_var, str(size))  # room for one shard: the second evicts the first
+    assert [s["__key__"] for s in wds.WebDataset(urls)] == keys
+    err = capfd.readouterr().err
+    for i in range(2):
+        assert f"[wds_cloud cache] miss {urls[i]}" in err
+        assert f"[wds_cloud cache] commit {urls[i]}" in err
+    assert "[wds_cloud cache] evict " in err and "e-0.tar" in err.split("evict ", 1)[1]
+    assert _cached_files(cache_dir) == [cache_name(urls[1])]
+    assert [s["__key__"] for s in wds.WebDataset(urls[1])] == keys[4:]
+    assert f"[wds_cloud cache] hit {urls[1]}" in capfd.readouterr().err
+    # the explicit argument wins over the environment
+    other = tmp_path / "explicit"
+    assert [s["__key__"] for s in wds.WebDataset(urls[0], cache_dir=str(other))] == keys[:4]
+    assert _cached_files(other) != []

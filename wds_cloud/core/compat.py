@@ -30,6 +30,7 @@ from wds_cloud.core.shards import (
     split_by_worker,
 )
 from wds_cloud.errors import ConfigError
+from wds_cloud.openers.cache import env_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,9 @@ class WebDataset(DataPipeline, FluidInterface):
             node/worker splitting are then not applied.
         shardshuffle: ``None``/``False``/``0``: shards in order; ``True`` or an int: a full
             seeded permutation of the shard list, new each epoch, identical on every rank.
-        cache_dir: cache remote shards in this directory while streaming them.
-        cache_size: cache bound in bytes.
+        cache_dir: cache remote shards in this directory while streaming them; default
+            ``WDS_CLOUD_CACHE_DIR`` or webdataset's ``WDS_CACHE`` (no cache when neither is set).
+        cache_size: cache bound in bytes; default ``WDS_CLOUD_CACHE_SIZE`` or ``WDS_CACHE_SIZE``.
         detshuffle: accepted for compatibility: the shard shuffle is always deterministic.
         nodesplitter: how shards are divided among ranks (``split_by_node`` for DDP).
         workersplitter: how a rank's shards are divided among DataLoader workers.
@@ -117,6 +119,8 @@ class WebDataset(DataPipeline, FluidInterface):
         if split_by not in ("shard", "sample"):
             raise ConfigError(f"split_by must be 'shard' or 'sample', got {split_by!r}")
         resampled = resampled or mode == "resampled"
+        if cache_dir is None:  # as in webdataset, the environment can switch caching on
+            cache_dir = env_cache_dir()
         self.split_samples = split_samples or split_by == "sample"
         self.seed = _default_seed() if seed is None else int(seed)
         if resampled:

@@ -22,8 +22,10 @@ With ``max_bytes`` set, each commit evicts the least recently used files (by acc
 every cache hit refreshes with ``os.utime``) until the total is at most ``max_bytes``; the file just
 added and temporary files are never evicted.
 
-Environment (read when a :class:`ShardCache` is created): ``WDS_CLOUD_CACHE_DIR`` (default
-directory), ``WDS_CLOUD_CACHE_SIZE`` (default ``max_bytes``, in bytes).
+Environment (read when a :class:`ShardCache` is created): ``WDS_CLOUD_CACHE_DIR`` or
+webdataset's ``WDS_CACHE`` (default directory), ``WDS_CLOUD_CACHE_SIZE`` or ``WDS_CACHE_SIZE``
+(default ``max_bytes``, in bytes), ``WDS_VERBOSE_CACHE=1`` (report every hit, miss, commit and
+eviction on stderr, as webdataset does; they are always logged at DEBUG).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import hashlib
 import io
 import logging
 import os
+import sys
 import tempfile
 import time
 from typing import IO, Any
@@ -40,6 +43,7 @@ from urllib.parse import quote, urlsplit
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,28 @@ TEMP_DIR = "%tmp"
 LONG_DIR = "%long"
 _MAX_COMPONENT = 200
 _SAFE = "-._~"
+DIR_VARS = ("WDS_CLOUD_CACHE_DIR", "WDS_CACHE")  # wds_cloud's name first, then webdataset's
+SIZE_VARS = ("WDS_CLOUD_CACHE_SIZE", "WDS_CACHE_SIZE")
+
+
+def env_cache_dir(environ: Any = None) -> str | None:
+    """The cache directory the environment asks for (``WDS_CLOUD_CACHE_DIR``, ``WDS_CACHE``)."""
+    env = os.environ if environ is None else environ
+    for name in DIR_VARS:
+        if env.get(name):
+            return os.path.expanduser(str(env[name]))
+    return None
+
+
+def _env_cache_size() -> int | None:
+    for name in SIZE_VARS:
+        raw = os.environ.get(name)
+        if raw:
+            try:
+                return int(raw)
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r} is not a byte count") from None
+    return None
 
 
 def cache_name(url: str) -> str:
@@ -125,6 +151,7 @@ class _TeeReader(io.RawIOBase):
         os.utime(self._temp, (now, now))
         os.replace(self._temp, self._final)
         self.committed = True
+        self._cache.note("commit", self.url, self._final)
         self._cache._after_commit(self._final)
 
     def _discard(self) -> None:
@@ -143,7 +170,7 @@ class _TeeReader(io.RawIOBase):
             if self._fd is not None:
                 self._drain()
         except Exception as exc:  # the shard is unusable; the reader has what it asked for
-            log.debug("not caching %s: %r", self.url, exc)
+            log.debug("not caching %s: %r", redact_url(self.url), exc)
             self._discard()
         finally:
             self._discard()
@@ -166,14 +193,17 @@ class ShardCache:
     """Caches remote shards on local disk while they are read; see the module docstring.
 
     Args:
-        cache_dir: the cache directory (created if needed); env ``WDS_CLOUD_CACHE_DIR``.
-        max_bytes: size bound for the cached files; env ``WDS_CLOUD_CACHE_SIZE``; None or
-            ``<= 0`` means unbounded.
+        cache_dir: the cache directory (created if needed); env ``WDS_CLOUD_CACHE_DIR`` or
+            ``WDS_CACHE``.
+        max_bytes: size bound for the cached files; env ``WDS_CLOUD_CACHE_SIZE`` or
+            ``WDS_CACHE_SIZE``; None or ``<= 0`` means unbounded.
         registry: the opener registry used for misses (the default registry when None).
         drain_bytes: how much more is read on an early ``close()`` to complete the file.
+        verbose: report hits, misses, commits and evictions on stderr; env
+            ``WDS_VERBOSE_CACHE`` (``1`` or any non-zero integer).
 
     Raises:
-        ConfigError: no directory given and ``WDS_CLOUD_CACHE_DIR`` unset, or a bad size.
+        ConfigError: no directory given and neither variable set, or a bad size.
     """
 
     def __init__(
@@ -183,21 +213,32 @@ class ShardCache:
         max_bytes: int | None = None,
         registry: OpenerRegistry | None = None,
         drain_bytes: int = 1 << 20,
+        verbose: bool | None = None,
     ) -> None:
         if cache_dir is None:
-            cache_dir = os.environ.get("WDS_CLOUD_CACHE_DIR") or None
+            cache_dir = env_cache_dir()
             if cache_dir is None:
-                raise ConfigError("ShardCache needs cache_dir= or WDS_CLOUD_CACHE_DIR")
-        if max_bytes is None and os.environ.get("WDS_CLOUD_CACHE_SIZE"):
-            raw = os.environ["WDS_CLOUD_CACHE_SIZE"]
+                raise ConfigError("ShardCache needs cache_dir= or WDS_CLOUD_CACHE_DIR (WDS_CACHE)")
+        if max_bytes is None:
+            max_bytes = _env_cache_size()
+        if verbose is None:
+            raw = os.environ.get("WDS_VERBOSE_CACHE", "0").strip() or "0"
             try:
-                max_bytes = int(raw)
+                verbose = int(raw) != 0
             except ValueError:
-                raise ConfigError(f"WDS_CLOUD_CACHE_SIZE={raw!r} is not a byte count") from None
+                raise ConfigError(f"WDS_VERBOSE_CACHE={raw!r} is not an integer") from None
         self.cache_dir = os.path.abspath(os.fspath(cache_dir))
         self.max_bytes = max_bytes if max_bytes and max_bytes > 0 else None
         self.registry = registry
         self.drain_bytes = drain_bytes
+        self.verbose = verbose
+
+    def note(self, event: str, url: str, path: str) -> None:
+        """Report a cache event (hit, miss, commit, evict): DEBUG log, and stderr if verbose."""
+        shown = redact_url(url)
+        log.debug("shard cache %s: %s (%s)", event, shown, path)
+        if self.verbose:
+            print(f"[wds_cloud cache] {event} {shown} -> {path}", file=sys.stderr, flush=True)
 
     def _registry(self) -> OpenerRegistry:
         return self.registry or default_registry()
@@ -232,7 +273,9 @@ class ShardCache:
                 os.utime(stream.fileno(), (now, os.fstat(stream.fileno()).st_mtime))
             except OSError:
                 pass
+            self.note("hit", url, final)
             return stream
+        self.note("miss", url, final)
         source = self._registry().open(url, **options)
         try:
             temp_dir = os.path.join(self.cache_dir, TEMP_DIR)
@@ -278,3 +321,5 @@ class ShardCache:
                 pass
             total -= size
             log.debug("evicted %s (%d bytes) from the shard cache", path, size)
+            if self.verbose:
+                print(f"[wds_cloud cache] evict {path} ({size} bytes)", file=sys.stderr, flush=True)
