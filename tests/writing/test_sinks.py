@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import io
+import os
 import subprocess
 import sys
 import warnings
@@ -106,3 +107,30 @@ def test_shardwriter_aborts_caller_streams_of_discarded_shards() -> None:
         gc.collect()
     assert log == ["abort"]
     assert any("'m-0.tar'" in str(w.message) for w in record if w.category is ResourceWarning)
+
+
+def test_writers_left_open_by_a_failing_script_commit_nothing(tmp_path: Path) -> None:
+    # the issue's reproduction: writers still open when user code raises at module level
+    script = (
+        "import wds_cloud as wds\n"
+        "from wds_cloud.openers.local import AtomicFileWriter\n"
+        "w = wds.TarWriter('tw.tar')\n"
+        "s = wds.ShardWriter('sw-%d.tar')\n"
+        "a = AtomicFileWriter('aw.bin')\n"
+        "for i in range(3):\n"
+        "    w.write({'__key__': str(i), 'txt': 'x' * 1000})\n"
+        "    s.write({'__key__': str(i), 'txt': 'x' * 1000})\n"
+        "    a.write(b'x' * 1000)\n"
+        "raise RuntimeError('user code fails')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "user code fails" in out.stderr
+    assert sorted(os.listdir(tmp_path)) == [], "no shard, no temp file"
+    for name in ("TarWriter for 'tw.tar'", "ShardWriter for 'sw-0.tar'", "for 'aw.bin'"):
+        assert name in out.stderr, out.stderr
