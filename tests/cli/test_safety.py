@@ -137,3 +137,14 @@ def test_create_pattern_in_a_subfolder_is_fine(wds_cli: Runner, tmp_path: Path) 
     out = wds_cli("create", str(src), "-o", str(tmp_path / "out"), "--pattern", "sub/s-%d.tar")
     assert out.returncode == 0, out.stderr
     assert os.listdir(tmp_path / "out" / "sub") == ["s-0.tar"]
+
+
+def test_create_into_a_percent_encoded_file_url(wds_cli: Runner, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "000.txt").write_text("hello")
+    out_dir = tmp_path / "out dir"
+    out = wds_cli("create", str(src), "-o", out_dir.as_uri(), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["shards"] == [out_dir.as_uri() + "/shard-000000.tar"]
+    assert os.listdir(out_dir) == ["shard-000000.tar"]

@@ -143,7 +143,8 @@ def cmd_create(args: argparse.Namespace) -> int:
     if (args.directory is None) == (args.recipe is None):
         raise ConfigError("create: give a DIRECTORY or --recipe FILE (one of them)")
     _check_pattern(args.pattern, args.output)
-    target = args.output.rstrip("/") + "/" + args.pattern
+    # a '%' in --output (a percent-encoded file: URL) is literal, not a format
+    target = args.output.rstrip("/").replace("%", "%%") + "/" + args.pattern
     if url_scheme(args.output) == "file" and args.output != "-":
         os.makedirs(url_to_path(args.output), exist_ok=True)
     members = (

@@ -176,7 +176,7 @@ class ShardWriter:
                     **self._kw,
                 )
             except BaseException:
-                stream.close()
+                abort_quietly(stream)
                 raise
             self._stream = stream
         else:
