@@ -6,15 +6,22 @@ never crosses a ``/``) and prefixes ending in ``/`` (every shard below it, recur
 are resolved through the backend's ``list(url)``: it returns the full URLs of the objects whose
 URL starts with ``url`` (S3-style key prefix, recursive). Plain URLs without wildcards are
 returned as they are, without checking that they exist.
+
+Every listed result has the scheme that was listed: local listings give absolute paths (or
+``file://`` URLs), so a file whose name looks like a URL (``pipe:cmd;x.tar``) is read as the
+file it is; only a ``pipe:`` string the user wrote runs a command.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
 from wds_cloud.errors import ConfigError, ShardNotFoundError
+from wds_cloud.openers.local import is_file_url
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.redact import redact_url
 from wds_cloud.urls import expand_urls
 
 DEFAULT_EXTENSIONS = (".tar", ".tgz", ".tar.gz")
@@ -55,18 +62,38 @@ def _matches(candidate: str, pattern: str) -> bool:
     )
 
 
+def _check_listed(found: list[str], scheme: str, original: str) -> list[str]:
+    """Refuse a listing result that would be read as another scheme than the one listed.
+
+    A listed name is data, never a command: a file called ``pipe:cmd;x.tar`` must come back as
+    an absolute path (or a ``file://`` URL), never as a name that parses as ``pipe:``.
+    """
+    for url in found:
+        local_ok = scheme != "file" or os.path.isabs(url) or is_file_url(url)
+        if url_scheme(url) != scheme or not local_ok:
+            raise ConfigError(
+                f"listing {redact_url(original)!r} returned {redact_url(url)!r}, which is not "
+                f"{'an absolute path or file: URL' if scheme == 'file' else f'a {scheme} URL'}"
+                "; refusing to use it (the backend's list() must return full URLs)"
+            )
+    return found
+
+
 def _list(registry: OpenerRegistry, pattern: str, original: str) -> list[str]:
     opener = registry.for_url(pattern)
     lister = getattr(opener, "list", None)
+    scheme = url_scheme(pattern)
     if lister is None:
         raise ConfigError(
-            f"cannot list {pattern!r} (from {original!r}): the {url_scheme(pattern)} backend "
-            "has no listing; give the shard names explicitly, e.g. with a brace template "
-            "'shard-{000000..000099}.tar'"
+            f"cannot list {redact_url(pattern)!r} (from {redact_url(original)!r}): the {scheme} "
+            "backend has no listing; give the shard names explicitly, e.g. with a brace "
+            "template 'shard-{000000..000099}.tar'"
         )
-    if url_scheme(pattern) == "file":
-        return list(lister(pattern))  # LocalOpener.list expands globs and walks directories
-    return [u for u in lister(_listing_prefix(pattern)) if _matches(u, pattern)]
+    if scheme == "file":
+        # LocalOpener.list expands globs and walks directories
+        return _check_listed(list(lister(pattern)), scheme, original)
+    found = _check_listed(list(lister(_listing_prefix(pattern))), scheme, original)
+    return [u for u in found if _matches(u, pattern)]
 
 
 def list_shards(
@@ -94,21 +121,40 @@ def list_shards(
         ConfigError: a malformed template, or a pattern on a backend that cannot list (http).
     """
     registry = registry or default_registry()
-    suffixes = tuple(e.lower() for e in extensions) if extensions is not None else None
     result: list[str] = []
     for url in expand_urls(spec):
-        base, query = _split_query(url)
-        if url_scheme(url) == "pipe" or not _is_pattern(base):
-            urls = [url]
-        else:
-            found = sorted(set(_list(registry, base, url)))
-            if suffixes is not None:
-                found = [u for u in found if u.lower().endswith(suffixes)]
-            if not found:
-                kinds = f" with extension {', '.join(suffixes)}" if suffixes else ""
-                raise ShardNotFoundError(f"no shards{kinds} match {url!r}", url=url)
-            urls = [u + query for u in found]
-        result.extend(urls)
+        result.extend(list_pattern(url, registry=registry, extensions=extensions))
     if not result:
         raise ShardNotFoundError(f"no shards in {spec!r}")
     return result
+
+
+def list_pattern(
+    url: str,
+    *,
+    registry: OpenerRegistry | None = None,
+    extensions: Sequence[str] | None = DEFAULT_EXTENSIONS,
+) -> list[str]:
+    """Resolve one URL without template expansion: list it if it is a glob or a ``/`` prefix.
+
+    :func:`list_shards` calls this for every URL its spec expands to; call it directly for a
+    name that must not be expanded (braces, ``::`` and ``${VAR}`` are taken literally).
+
+    Raises:
+        ShardNotFoundError: a glob or prefix matched no shard.
+        ConfigError: a pattern on a backend that cannot list, or a listing result that is not
+            a URL of the listed scheme.
+    """
+    base, query = _split_query(url)
+    if url_scheme(url) == "pipe" or not _is_pattern(base):
+        return [url]
+    found = sorted(set(_list(registry or default_registry(), base, url)))
+    if extensions is not None:
+        suffixes = tuple(e.lower() for e in extensions)
+        found = [u for u in found if u.lower().endswith(suffixes)]
+        kinds = f" with extension {', '.join(suffixes)}"
+    else:
+        kinds = ""
+    if not found:
+        raise ShardNotFoundError(f"no shards{kinds} match {redact_url(url)!r}", url=url)
+    return [u + query for u in found]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import time
@@ -227,6 +228,18 @@ def test_create_abort_kills_the_command() -> None:
     pid = writer.pid
     writer.abort()
     assert _gone(pid)
+
+
+def test_garbage_collected_writer_kills_the_command_and_warns(tmp_path: Path) -> None:
+    marker = tmp_path / "committed"
+    writer = PipeOpener(allow=True).create(f"pipe:cat > /dev/null && touch {marker}")
+    writer.write(b"partial")
+    pid = writer.pid
+    with pytest.warns(ResourceWarning, match="PipeWriter for 'pipe:cat > /dev/null"):
+        del writer
+        gc.collect()
+    assert _gone(pid)
+    assert not marker.exists(), "the command saw a clean end of input: a commit"
 
 
 def test_registry_runs_pipe_urls(tmp_path: Path) -> None:

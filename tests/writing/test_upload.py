@@ -10,8 +10,9 @@ import pytest
 
 from tests.writing.conftest import DirStore
 from wds_cloud.errors import ConfigError, UploadError
+from wds_cloud.openers.local import AtomicFileWriter
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.writing.upload import AtomicFileWriter, upload_shards
+from wds_cloud.writing.upload import upload_shards
 
 
 def make_files(directory: Path, n: int, size: int = 5000) -> list[Path]:
@@ -95,13 +96,3 @@ def test_atomic_file_writer_commit_and_abort(tmp_path: Path) -> None:
     writer.abort()
     assert final.read_bytes() == b"abc", "abort never touches the final name"
     assert sorted(os.listdir(tmp_path)) == ["f.bin"]
-
-
-def test_file_urls(tmp_path: Path) -> None:
-    from wds_cloud.writing.upload import local_path
-
-    assert local_path(f"file://{tmp_path}/x.tar") == f"{tmp_path}/x.tar"
-    assert local_path(f"file://localhost{tmp_path}/x.tar") == f"{tmp_path}/x.tar"
-    assert local_path("s3://b/k") is None and local_path("pipe:cat") is None
-    with pytest.raises(ConfigError, match="file://"):
-        local_path("file://otherhost/x.tar")

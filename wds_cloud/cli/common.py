@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 
 def shard_urls(specs: Iterable[str]) -> list[str]:
-    """Expand shard specs (braces, globs, prefixes, ``::``) into URLs via ``list_shards``."""
-    from wds_cloud.listing import list_shards
+    """Expand shard specs (braces, globs, prefixes, ``::``) into URLs via ``list_shards``.
 
-    return list_shards(list(specs))
+    An argument that names an existing file or directory is that local path, taken literally
+    (no brace, ``::`` or glob expansion) and never a command, even when it starts with
+    ``pipe:`` (as a shell-expanded ``*.tar`` may): a file stays a path (made absolute when its
+    name would read as a URL), a directory is listed. Only a ``pipe:`` string that is not an
+    existing file runs a command.
+    """
+    from wds_cloud.listing import list_pattern, list_shards
+    from wds_cloud.openers.local import is_file_url
+    from wds_cloud.openers.registry import url_scheme
+
+    urls: list[str] = []
+    for spec in specs:
+        if spec == "-" or not os.path.lexists(spec):
+            urls.extend(list_shards(spec))
+        elif os.path.isdir(spec):
+            urls.extend(list_pattern(os.path.join(os.path.abspath(spec), "")))
+        else:
+            plain = url_scheme(spec) == "file" and not is_file_url(spec)
+            urls.append(spec if plain else os.path.abspath(spec))
+    return urls
 
 
 def progress(items: Iterable[Any], *, total: int | None, desc: str, enabled: bool) -> Iterator[Any]:

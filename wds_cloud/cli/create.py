@@ -3,21 +3,24 @@
 Directory mode groups files by key exactly as a WebDataset reader would (key = relative path
 up to the first dot of the basename, extension = the rest). A recipe has one
 ``archive-name source`` line per member; ``source`` is a file path, ``text:...`` (the literal
-text) or ``pipe:CMD`` (the command's stdout). Members with the same key must be on
-consecutive lines; ``#`` starts a comment line.
+text) or ``pipe:CMD`` (the command's stdout; refused, like every ``pipe:``, when
+WDS_CLOUD_ALLOW_PIPE=0 or WDS_SECURE=1). Members with the same key must be on consecutive
+lines; ``#`` starts a comment line. Shard names (``--pattern``) must stay inside ``--output``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 from wds_cloud.cli.common import emit_json
-from wds_cloud.errors import ConfigError, SampleError
+from wds_cloud.errors import ConfigError, SampleError, WdsCloudError
+from wds_cloud.openers.local import url_to_path
+from wds_cloud.openers.registry import url_scheme
+from wds_cloud.redact import redact_url
 
 Sample = dict[str, Any]
 
@@ -74,15 +77,22 @@ def _read_file(path: str) -> bytes:
         return f.read()
 
 
-def _pipe(command: str, where: str) -> bytes:
-    proc = subprocess.run(command, shell=True, capture_output=True, check=False)
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
+def _pipe(source: str, where: str) -> bytes:
+    """The stdout of a recipe's ``pipe:CMD`` source, run by the ``pipe:`` opener (and its gate)."""
+    from wds_cloud.openers.pipe import PipeCommandError
+    from wds_cloud.openers.registry import default_registry
+
+    try:
+        with default_registry().open(source) as stream:
+            return bytes(stream.read())
+    except PipeCommandError as exc:
+        err = exc.stderr_tail.splitlines()
         raise ConfigError(
-            f"{where}: pipe:{command} exited with {proc.returncode}"
+            f"{where}: {redact_url(source)} exited with {exc.returncode}"
             + (f": {err[-1]}" if err else "")
-        )
-    return proc.stdout
+        ) from exc
+    except WdsCloudError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def recipe_members(recipe: str) -> Iterator[tuple[str, str, Any, str]]:
@@ -104,8 +114,7 @@ def recipe_members(recipe: str) -> Iterator[tuple[str, str, Any, str]]:
             text = source[len("text:") :]
             yield key, ext, text.encode(), where
         elif source.startswith("pipe:"):
-            command = source[len("pipe:") :]
-            yield key, ext, (lambda c=command, w=where: _pipe(c, w)), where
+            yield key, ext, (lambda c=source, w=where: _pipe(c, w)), where
         else:
             path = os.path.join(base, os.path.expanduser(source))
             if not os.path.isfile(path):
@@ -113,16 +122,31 @@ def recipe_members(recipe: str) -> Iterator[tuple[str, str, Any, str]]:
             yield key, ext, (lambda p=path: _read_file(p)), where
 
 
+def _check_pattern(pattern: str, output: str) -> None:
+    """Refuse a ``--pattern`` without a shard number or whose names leave ``--output``."""
+    if "%" not in pattern:
+        raise ConfigError(f"create: --pattern {pattern!r} needs a %d-style shard number")
+    try:
+        name = pattern % 0
+    except (TypeError, ValueError):
+        return  # ShardWriter names the formatting problem
+    if name.startswith("/") or ".." in name.split("/") or "\0" in name:
+        raise ConfigError(
+            f"create: --pattern {pattern!r} would write outside --output "
+            f"{redact_url(output)!r}; use a name inside it (no '..' component, no leading '/')"
+        )
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     from wds_cloud.writing.shardwriter import ShardWriter
 
     if (args.directory is None) == (args.recipe is None):
         raise ConfigError("create: give a DIRECTORY or --recipe FILE (one of them)")
-    if "%" not in args.pattern:
-        raise ConfigError(f"create: --pattern {args.pattern!r} needs a %d-style shard number")
-    target = args.output.rstrip("/") + "/" + args.pattern
-    if "://" not in args.output:
-        os.makedirs(args.output, exist_ok=True)
+    _check_pattern(args.pattern, args.output)
+    # a '%' in --output (a percent-encoded file: URL) is literal, not a format
+    target = args.output.rstrip("/").replace("%", "%%") + "/" + args.pattern
+    if url_scheme(args.output) == "file" and args.output != "-":
+        os.makedirs(url_to_path(args.output), exist_ok=True)
     members = (
         directory_members(args.directory)
         if args.directory is not None

@@ -12,6 +12,7 @@ import requests
 import urllib3
 
 from wds_cloud.errors import ShardReadError, UploadError
+from wds_cloud.openers.writer import CommittingWriter
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais import AisOpener, AisTarget
@@ -102,16 +103,15 @@ class Fetcher:
         return cast(IO[bytes], _Body(raw)), offset if raw.status == 206 else 0
 
 
-class AisWriter(io.RawIOBase):
+class AisWriter(CommittingWriter):
     """Streams an object to AIStore with bounded memory (one part buffered at a time).
 
     Small objects (under ``part_size``) go in one PUT at ``close()``; larger ones use AIStore's
-    multipart upload, completed at ``close()``. Until then nothing is visible under the name.
+    multipart upload, completed at ``close()``. Until then nothing is visible under the name;
+    ``abort()``, an exception in a ``with`` block or garbage collection abort the upload.
     """
 
     def __init__(self, opener: AisOpener, target: AisTarget) -> None:
-        super().__init__()
-        self.url = target.url
         self._opener = opener
         self._target = target
         self._obj = opener._object(target)
@@ -119,16 +119,12 @@ class AisWriter(io.RawIOBase):
         self._buffer = bytearray()
         self._upload: Any = None
         self._parts = 0
-        self._done = False
-        self.bytes_written = 0
+        super().__init__(target.url)
 
-    def writable(self) -> bool:
-        return True
-
-    def _fail(self, exc: BaseException, action: str) -> UploadError:
-        self.abort()
+    def _error(self, exc: Exception, action: str) -> UploadError:
+        doing = f"uploading part {self._parts}" if action == "writing" else "committing the upload"
         return UploadError(
-            f"{action} failed on AIStore at {self._opener.config.endpoint}: {exc}", url=self.url
+            f"{doing} failed on AIStore at {self._opener.config.endpoint}: {exc}", url=self.url
         )
 
     def _send_part(self, data: bytes) -> None:
@@ -137,52 +133,24 @@ class AisWriter(io.RawIOBase):
         self._parts += 1
         self._upload.add_part(self._parts).put_content(data)
 
-    def write(self, data: Any) -> int:
-        if self._done:
-            raise ValueError(f"write to a closed or aborted AIStore writer for {self.url!r}")
-        view = memoryview(data).cast("B")
+    def _write(self, view: memoryview) -> None:
         self._buffer += view
-        self.bytes_written += len(view)
-        try:
-            while len(self._buffer) >= self._part_size:
-                part = bytes(self._buffer[: self._part_size])
-                del self._buffer[: self._part_size]
-                self._send_part(part)
-        except Exception as exc:
-            raise self._fail(exc, f"uploading part {self._parts}") from exc
-        return len(view)
+        while len(self._buffer) >= self._part_size:
+            part = bytes(self._buffer[: self._part_size])
+            del self._buffer[: self._part_size]
+            self._send_part(part)
 
-    def close(self) -> None:
-        """Commit: the object becomes visible under its name."""
-        if self._done:
-            super().close()
-            return
-        try:
-            if self._upload is None:
-                self._obj.get_writer().put_content(bytes(self._buffer))
-            else:
-                if self._buffer:
-                    self._send_part(bytes(self._buffer))
-                self._upload.complete()
-        except Exception as exc:
-            raise self._fail(exc, "committing the upload") from exc
-        self._buffer = bytearray()
-        self._done = True
-        super().close()
-
-    def abort(self) -> None:
-        """Discard everything written; nothing appears under the name."""
-        if not self._done and self._upload is not None:
-            try:
-                self._upload.abort()
-            except Exception:  # best effort: the upload is being abandoned anyway
-                pass
-        self._buffer = bytearray()
-        self._done = True
-        super().close()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            self.abort()
+    def _commit(self) -> None:
+        if self._upload is None:
+            self._obj.get_writer().put_content(bytes(self._buffer))
         else:
-            self.close()
+            if self._buffer:
+                self._send_part(bytes(self._buffer))
+            self._upload.complete()
+        self._buffer = bytearray()
+
+    def _discard(self) -> None:
+        self._buffer = bytearray()
+        upload, self._upload = self._upload, None
+        if upload is not None:
+            upload.abort()

@@ -1,21 +1,21 @@
 """Streaming uploads to ``gs://`` with a GCS resumable upload session.
 
 At most one ``chunk_size`` chunk is held in memory. The object appears under its name only
-when :meth:`GcsWriter.close` sends the final chunk; :meth:`GcsWriter.abort` (or any failure)
-cancels the session, so a broken upload never leaves a partial object behind. If the final
+when :meth:`GcsWriter.close` sends the final chunk; :meth:`GcsWriter.abort` (or any failure, an
+exception in a ``with`` block, garbage collection) cancels the session, so a broken upload never leaves a partial object behind. If the final
 request commits an object whose CRC32C differs from the bytes sent (a retried chunk stored
 twice), that object is deleted again and :class:`UploadError` says so.
 """
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from wds_cloud.errors import UploadError
+from wds_cloud.openers.writer import CommittingWriter
 
 
-class GcsWriter(io.RawIOBase):
+class GcsWriter(CommittingWriter):
     """Writable binary stream over ``Blob.open("wb")`` (a resumable upload).
 
     Args:
@@ -40,64 +40,37 @@ class GcsWriter(io.RawIOBase):
         timeout: tuple[float, float] = (30.0, 120.0),
         retry: Any = None,
     ) -> None:
-        super().__init__()
         self._blob = blob
-        self.url = url
         self.endpoint = endpoint
-        self.bytes_written = 0
         kwargs: dict[str, Any] = {"content_type": content_type, "timeout": timeout}
         self._writer = blob.open(
             "wb", chunk_size=chunk_size, ignore_flush=True, retry=retry, **kwargs
         )
-        self._done = False
+        super().__init__(url)
 
-    def writable(self) -> bool:
-        return True
-
-    def _fail(self, exc: BaseException, doing: str) -> UploadError:
+    def _failure(self, exc: BaseException, doing: str) -> UploadError:
         from wds_cloud.openers.gcs import translate_error
 
-        self.abort()
         cause = translate_error(exc, url=self.url, endpoint=self.endpoint)
         return UploadError(
             f"{doing} after {self.bytes_written} bytes: {getattr(cause, 'reason', cause)}",
             url=self.url,
         )
 
-    def write(self, data: Any) -> int:
-        """Buffer ``data``, uploading every full chunk.
+    def _error(self, exc: Exception, action: str) -> UploadError:
+        doing = "upload failed" if action == "writing" else "committing the upload failed"
+        return self._failure(exc, doing)
 
-        Raises:
-            UploadError: the upload failed; the session is cancelled.
-            ValueError: the writer is closed or aborted.
-        """
-        if self._done:
-            raise ValueError(f"write to a closed GCS writer for {self.url}")
-        view = memoryview(data).cast("B")
-        try:
-            self._writer.write(view)
-        except Exception as exc:
-            raise self._fail(exc, "upload failed") from exc
-        self.bytes_written += len(view)
-        return len(view)
+    def _write(self, view: memoryview) -> None:
+        self._writer.write(view)
 
-    def close(self) -> None:
-        """Send the last chunk and commit the object.
-
-        Raises:
-            UploadError: the final request failed; the session is cancelled.
-        """
-        if self._done:
-            super().close()
-            return
+    def _commit(self) -> None:
+        """Send the last chunk: the object appears under its name."""
         try:
             self._writer.close()
         except Exception as exc:
             outcome = self._remove_corrupt(exc)
-            raise self._fail(exc, f"committing the upload failed{outcome}") from exc
-        finally:
-            self._done = True
-            super().close()
+            raise self._failure(exc, f"committing the upload failed{outcome}") from exc
 
     def _remove_corrupt(self, exc: BaseException) -> str:
         """Delete an object the final request committed with a checksum mismatch.
@@ -119,21 +92,11 @@ class GcsWriter(io.RawIOBase):
             return f" (deleting the corrupted object failed: {delete_exc}; it may remain)"
         return " (the corrupted object was deleted)"
 
-    def abort(self) -> None:
-        """Cancel the upload; nothing appears under the destination name."""
-        if self._done:
-            return
-        self._done = True
+    def _discard(self) -> None:
+        """Cancel the upload session; nothing appears under the destination name."""
         try:
             self._writer.terminate()
         except Exception:
             # Cancelling is best effort: an unfinished session never becomes an object and
             # GCS expires it after a week.
             pass
-        super().close()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            self.abort()
-        else:
-            self.close()

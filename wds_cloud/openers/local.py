@@ -1,7 +1,9 @@
-"""Local files: plain paths, ``file://`` URLs and ``-`` (standard input).
+"""Local files: plain paths, ``file:`` URLs and ``-`` (standard input, or output when writing).
 
-No SDK and no environment variables. Files are opened unbuffered (``buffering=0``) so the tar
-reader's large ``readinto`` calls go straight to the kernel without an extra copy.
+:func:`url_to_path` is the one URL-to-path mapping; the writers live in
+:mod:`wds_cloud.openers.local_write`. No SDK and no environment variables. Files are opened
+unbuffered (``buffering=0``) so the tar reader's large ``readinto`` calls go straight to the
+kernel without an extra copy.
 """
 
 from __future__ import annotations
@@ -9,34 +11,60 @@ from __future__ import annotations
 import glob
 import io
 import os
-import secrets
 import sys
 from typing import IO, Any
-from urllib.parse import unquote, urlsplit
-from urllib.request import url2pathname
+from urllib.parse import unquote
+from urllib.request import pathname2url
 
-from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError, UploadError
+from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
+from wds_cloud.openers.local_write import AtomicFileWriter, DirectWriter, open_direct
+from wds_cloud.openers.writer import CommittingWriter, reject_nul
 
 SCHEMES = ("file",)
 
 _GLOB_CHARS = frozenset("*?[")
 
 
-def url_to_path(url: str) -> str:
-    """Return the filesystem path of a plain path or ``file:`` URL.
+def is_file_url(url: str) -> bool:
+    """True for ``file:`` URLs (any case), False for plain paths and other schemes."""
+    return url[:5].lower() == "file:"
 
-    ``file:///data/x.tar`` and ``file:/data/x.tar`` give ``/data/x.tar``; ``file:x.tar`` and
-    ``x.tar`` stay relative. A ``file://host/...`` URL with a host other than ``localhost`` is a
-    :class:`ConfigError`.
+
+def url_to_path(url: str) -> str:
+    """The filesystem path of a plain path or ``file:`` URL.
+
+    This is the one mapping from local URLs to paths: reading, writing, listing and
+    ``__local_path__`` all use it, so a URL names the same file everywhere.
+
+    - A plain path is returned unchanged (it is never a command, whatever it starts with).
+    - ``file:///data/x.tar``, ``file://localhost/data/x.tar`` and ``file:/data/x.tar`` give
+      ``/data/x.tar``; ``file:x.tar`` gives the relative path ``x.tar``.
+    - The part after ``file:`` (and the host) is percent-decoded: ``file:///a%20b.tar`` is
+      ``/a b.tar``. ``?`` and ``#`` belong to the name (there is no query or fragment);
+      :func:`path_to_url` writes them as ``%3F``/``%23``.
+
+    Raises:
+        ConfigError: a ``file://`` URL names another host, or the path holds a NUL byte
+            (also written ``%00``).
     """
-    if not url.startswith("file:"):
+    reject_nul(url)
+    if not is_file_url(url):
         return url
-    if url.startswith("file://"):
-        parts = urlsplit(url)
-        if parts.netloc not in ("", "localhost"):
-            raise ConfigError(f"file URL {url!r} names host {parts.netloc!r}; only local files")
-        return url2pathname(parts.path)
-    return unquote(url[len("file:") :])
+    rest = url[len("file:") :]
+    if rest.startswith("//"):
+        host, slash, tail = rest[2:].partition("/")
+        if host.lower() not in ("", "localhost"):
+            raise ConfigError(f"file URL {url!r} names host {host!r}; only local files")
+        rest = slash + tail
+    path = unquote(rest)
+    if "\0" in path:
+        raise ConfigError(f"file URL {url!r} decodes to a path with a NUL byte")
+    return path
+
+
+def path_to_url(path: str) -> str:
+    """``file://`` URL of ``path`` (made absolute); :func:`url_to_path` maps it back exactly."""
+    return "file://" + pathname2url(os.path.abspath(path))
 
 
 def _has_glob(text: str) -> bool:
@@ -60,90 +88,6 @@ class _StdinReader(io.RawIOBase):
     def close(self) -> None:
         self._raw.close()
         super().close()
-
-
-class AtomicFileWriter(io.RawIOBase):
-    """Writes to a temporary file next to ``path``; ``close`` renames it into place.
-
-    ``close()`` flushes, fsyncs and ``os.replace``-s the temporary file to its final name, so
-    readers see either nothing or the whole file. ``abort()`` (or leaving a ``with`` block with
-    an exception) deletes the temporary file.
-
-    Args:
-        path: final file name; its directory must exist.
-        url: the URL shown in errors (defaults to ``path``).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, url: str | None = None) -> None:
-        super().__init__()
-        self.path = self.name = os.fspath(path)
-        self.url = url if url is not None else self.path
-        directory, base = os.path.split(os.path.abspath(self.path))
-        # The pid in the name tells which process left a temp file behind after a SIGKILL.
-        self.temp_path = os.path.join(
-            directory, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        )
-        try:
-            self._file = open(self.temp_path, "xb", buffering=1 << 20)
-        except FileNotFoundError as exc:
-            raise UploadError(f"directory {directory!r} does not exist", url=self.url) from exc
-        except OSError as exc:
-            raise UploadError(
-                f"cannot create a file in {directory!r}: {exc}", url=self.url
-            ) from exc
-        self._done = False
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        total = 0
-        try:
-            while total < len(view):
-                n = self._file.write(view[total:])
-                total += n or 0
-        except OSError as exc:
-            self.abort()
-            raise UploadError(f"writing failed: {exc}", url=self.url) from exc
-        return total
-
-    def abort(self) -> None:
-        """Discard everything written so far; the final file is not touched."""
-        if self._done:
-            return
-        self._done = True
-        try:
-            self._file.close()
-        except OSError:
-            pass  # a failed flush of data being discarded anyway
-        try:
-            os.unlink(self.temp_path)
-        except FileNotFoundError:
-            pass
-        super().close()
-
-    def close(self) -> None:
-        """Commit: fsync and rename the temporary file to the final name."""
-        if self._done:
-            super().close()
-            return
-        try:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            os.replace(self.temp_path, self.path)
-        except OSError as exc:
-            self.abort()
-            raise UploadError(f"committing {self.path!r} failed: {exc}", url=self.url) from exc
-        self._done = True
-        super().close()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            self.abort()
-        else:
-            self.close()
 
 
 class LocalOpener:
@@ -184,14 +128,15 @@ class LocalOpener:
 
         A directory is walked recursively. A glob (``*``, ``?``, ``[...]``) is matched with
         :func:`glob.glob` (``**`` spans directories). Anything else is a name prefix: the files
-        in its directory whose path starts with it. Results keep the ``file://`` form when
-        ``url`` used it, and are sorted.
+        in its directory whose path starts with it. Results are sorted absolute paths, or
+        ``file://`` URLs (see :func:`path_to_url`) when ``url`` is a ``file:`` URL: never a
+        relative name, which could read as another scheme (a file named ``pipe:cmd;x.tar``).
 
         Raises:
             ShardNotFoundError: the directory (or the prefix's directory) does not exist.
+            ConfigError: a NUL byte in ``url``.
         """
         path = url_to_path(url)
-        prefix = "file://" if url.startswith("file://") else ""
         if _has_glob(path):
             found = [p for p in glob.glob(path, recursive=True) if os.path.isfile(p)]
         elif os.path.isdir(path):
@@ -204,15 +149,25 @@ class LocalOpener:
             if not directory:
                 candidates = [_strip_dot(p) for p in candidates]
             found = [p for p in candidates if p.startswith(path)]
-        if prefix:
-            found = [prefix + os.path.abspath(p) for p in found]
-        return sorted(found)
+        absolute = sorted(os.path.abspath(p) for p in found)
+        return [path_to_url(p) for p in absolute] if is_file_url(url) else absolute
 
-    def create(self, url: str) -> AtomicFileWriter:
-        """Open ``url`` for writing: a temporary file renamed into place on ``close()``."""
+    def create(self, url: str) -> CommittingWriter:
+        """Open ``url`` for writing; ``close()`` commits, anything else discards.
+
+        A regular file (new or existing) gets an :class:`AtomicFileWriter` (temporary file
+        renamed into place on ``close()``); an existing FIFO or device, and ``-`` (standard
+        output), are written in place by a :class:`DirectWriter`.
+
+        Raises:
+            ConfigError: a NUL byte, or a ``file://`` URL naming another host.
+            UploadError: the directory is missing, the target is a directory, or it cannot
+                be opened.
+        """
         if url == "-":
-            raise ConfigError("writing to '-' (stdout) is not supported by create(); use a path")
-        return AtomicFileWriter(url_to_path(url), url=url)
+            return DirectWriter(sys.stdout.buffer, url, own=False)
+        path = url_to_path(url)
+        return open_direct(path, url) or AtomicFileWriter(path, url=url)
 
 
 def _strip_dot(path: str) -> str:
@@ -226,3 +181,14 @@ def _walk(directory: str) -> list[str]:
         for name in files:
             found.append(os.path.join(root, name))
     return found
+
+
+__all__ = [
+    "SCHEMES",
+    "AtomicFileWriter",
+    "DirectWriter",
+    "LocalOpener",
+    "is_file_url",
+    "path_to_url",
+    "url_to_path",
+]

@@ -5,12 +5,18 @@ No SDK. Environment, read when a :class:`PipeOpener` is created:
 - ``WDS_CLOUD_ALLOW_PIPE``: ``0``/``false``/``no`` disables ``pipe:`` URLs (default: allowed).
 - ``WDS_SECURE=1`` (webdataset's switch) also disables them unless ``allow=True`` is passed.
 
+The switch is checked by :func:`_start`, the one function in wds_cloud that runs a command, so
+it holds for reading, for writing (``TarWriter``/``ShardWriter``/``upload_shards`` and the
+``wds-cloud`` commands all write through :meth:`PipeOpener.create`) and for ``create`` recipes.
+
 The command runs with ``sh -c`` in its own process group. Its stderr is drained by a thread
 that keeps the last :attr:`PipeConfig.stderr_tail` bytes, so a chatty command never blocks.
 At end of stream the exit status is checked: non-zero raises :class:`PipeCommandError` (a
 :class:`ShardOpenError`) with the exit code and the stderr tail; 141 (a shell reporting
 SIGPIPE) and death by SIGPIPE are ignored, as in webdataset. ``close()`` before the end sends
 SIGTERM to the process group, SIGKILL after :attr:`PipeConfig.grace` seconds, and reaps it.
+Writing: :class:`PipeWriter` is a committing writer: ``close()`` succeeds only when the command
+exits with 0; ``abort()``, an exception in a ``with`` block or garbage collection kill it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from dataclasses import dataclass, replace
 from typing import IO, Any, cast
 
 from wds_cloud.errors import ConfigError, ShardOpenError, UploadError
+from wds_cloud.openers.writer import CommittingWriter
+from wds_cloud.redact import redact_url
 
 SCHEMES = ("pipe",)
 
@@ -121,9 +129,44 @@ class _StderrTail:
         return data.decode("utf-8", errors="replace").strip()
 
 
-def _start(command: str, *, stdin: int | None, stdout: int | None) -> subprocess.Popen[bytes]:
+def _shown(command: str) -> str:
+    """``command`` quoted for a message, credentials masked."""
+    return repr(redact_url(command))
+
+
+def pipe_command(url: str, config: PipeConfig) -> str:
+    """The shell command of ``pipe:CMD``, after the checks every run goes through.
+
+    Raises:
+        ConfigError: not a ``pipe:`` URL, ``pipe:`` is switched off (``config.allow`` is False:
+            ``WDS_CLOUD_ALLOW_PIPE=0`` or ``WDS_SECURE=1``), an empty command, or a NUL byte.
+    """
+    if not url.startswith("pipe:"):
+        raise ConfigError(f"{redact_url(url)!r} is not a pipe: URL")
+    if not config.allow:
+        raise ConfigError(
+            f"pipe: URLs are disabled, refusing to run {redact_url(url)!r}; enable them with "
+            "PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1 (WDS_SECURE=1 disables them)"
+        )
+    command = url[len("pipe:") :]
+    if not command.strip():
+        raise ConfigError(f"pipe: URL {redact_url(url)!r} has no command")
+    if "\0" in command:
+        raise ConfigError(f"pipe: URL {redact_url(url)!r} contains a NUL byte")
+    return command
+
+
+def _start(
+    url: str, config: PipeConfig, *, stdin: int | None, stdout: int | None
+) -> subprocess.Popen[bytes]:
+    """Run ``pipe:CMD`` with ``sh -c``: the one place wds_cloud starts a command.
+
+    Raises:
+        ConfigError: see :func:`pipe_command` (nothing is run).
+        OSError: the shell could not be started.
+    """
     return subprocess.Popen(
-        command,
+        pipe_command(url, config),
         shell=True,
         stdin=stdin,
         stdout=stdout,
@@ -168,16 +211,18 @@ def _describe(status: int) -> str:
 class PipeReader(io.RawIOBase):
     """A running command's stdout as a raw stream; see the module docstring."""
 
-    def __init__(self, url: str, command: str, config: PipeConfig) -> None:
+    def __init__(self, url: str, config: PipeConfig) -> None:
         super().__init__()
         self.url = url
-        self.command = command
+        self.command = url[len("pipe:") :]
         self._config = config
         self.position = 0
         try:
-            self._proc = _start(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+            self._proc = _start(url, config, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         except OSError as exc:
-            raise ShardOpenError(f"cannot start command {command!r}: {exc}", url=url) from exc
+            raise ShardOpenError(
+                f"cannot start command {_shown(self.command)}: {exc}", url=url
+            ) from exc
         assert self._proc.stdout is not None and self._proc.stderr is not None
         self._stdout = cast(io.RawIOBase, self._proc.stdout)  # bufsize=0: a FileIO
         self._stderr = _StderrTail(self._proc.stderr, config.stderr_tail or 0)
@@ -209,7 +254,7 @@ class PipeReader(io.RawIOBase):
         except subprocess.TimeoutExpired:
             _kill_group(self._proc, self._config.grace or 0.0)
             raise ShardOpenError(
-                f"command {self.command!r} closed its output but did not exit within "
+                f"command {_shown(self.command)} closed its output but did not exit within "
                 f"{self._config.exit_timeout}s; killed it",
                 url=self.url,
                 offset=self.position,
@@ -217,7 +262,7 @@ class PipeReader(io.RawIOBase):
         if status not in _IGNORED_STATUS:
             tail = self._stderr.text()
             raise PipeCommandError(
-                f"command {self.command!r} failed with {_describe(status)}"
+                f"command {_shown(self.command)} failed with {_describe(status)}"
                 + (f"; stderr: {tail}" if tail else "; no stderr output"),
                 url=self.url,
                 offset=self.position,
@@ -240,63 +285,55 @@ class PipeReader(io.RawIOBase):
             super().close()
 
 
-class PipeWriter(io.RawIOBase):
-    """A command's stdin as a writable stream; ``close`` waits and checks its exit status."""
+class PipeWriter(CommittingWriter):
+    """A command's stdin as a committing writer.
 
-    def __init__(self, url: str, command: str, config: PipeConfig) -> None:
-        super().__init__()
-        self.url = url
-        self.command = command
+    ``close()`` closes the command's stdin, waits for it and raises :class:`UploadError` unless
+    it exits with 0; ``abort()`` (and garbage collection) kills its process group.
+    """
+
+    def __init__(self, url: str, config: PipeConfig) -> None:
+        self.command = url[len("pipe:") :]
         self._config = config
         try:
-            self._proc = _start(command, stdin=subprocess.PIPE, stdout=None)
+            self._proc = _start(url, config, stdin=subprocess.PIPE, stdout=None)
         except OSError as exc:
-            raise UploadError(f"cannot start command {command!r}: {exc}", url=url) from exc
+            raise UploadError(
+                f"cannot start command {_shown(self.command)}: {exc}", url=url
+            ) from exc
         assert self._proc.stdin is not None and self._proc.stderr is not None
         self._stdin = self._proc.stdin
         self._stderr = _StderrTail(self._proc.stderr, config.stderr_tail or 0)
-        self._done = False
+        super().__init__(url)
 
     @property
     def pid(self) -> int:
         """The process id of the shell running the command."""
         return self._proc.pid
 
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
+    def _write(self, view: memoryview) -> None:
+        pos = 0
         try:
-            self._stdin.write(data)
+            while pos < len(view):
+                pos += self._stdin.write(view[pos:]) or 0
         except BrokenPipeError as exc:
-            self._done = True
             status = self._proc.wait(self._config.exit_timeout)
-            raise self._error(f"command stopped reading its input ({_describe(status)})") from exc
-        return memoryview(data).nbytes
+            raise self._failure(f"command stopped reading its input ({_describe(status)})") from exc
 
-    def _error(self, what: str) -> UploadError:
+    def _failure(self, what: str) -> UploadError:
         tail = self._stderr.text()
         return UploadError(
-            f"{what}: {self.command!r}" + (f"; stderr: {tail}" if tail else ""), url=self.url
+            f"{what}: {_shown(self.command)}" + (f"; stderr: {tail}" if tail else ""), url=self.url
         )
 
-    def abort(self) -> None:
-        """Kill the command without waiting for it to finish its work."""
-        if hasattr(self, "_stderr") and not self._done:
-            self._done = True
-            try:
-                self._stdin.close()
-            except OSError:
-                pass
-            _kill_group(self._proc, self._config.grace or 0.0)
-        super().close()
+    def _discard(self) -> None:
+        try:
+            self._stdin.close()
+        except OSError:
+            pass
+        _kill_group(self._proc, self._config.grace or 0.0)
 
-    def close(self) -> None:
-        """Close the command's stdin, wait for it, raise :class:`UploadError` on failure."""
-        if not hasattr(self, "_stderr") or self._done:
-            super().close()
-            return
-        self._done = True
+    def _commit(self) -> None:
         try:
             self._stdin.close()
         except BrokenPipeError:
@@ -304,18 +341,11 @@ class PipeWriter(io.RawIOBase):
         try:
             status = self._proc.wait(self._config.exit_timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(self._proc, 0.0)
-            super().close()
-            raise self._error(f"command did not exit within {self._config.exit_timeout}s") from None
-        super().close()
+            raise self._failure(
+                f"command did not exit within {self._config.exit_timeout}s"
+            ) from None
         if status != 0:
-            raise self._error(f"command failed with {_describe(status)}")
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            self.abort()
-        else:
-            self.close()
+            raise self._failure(f"command failed with {_describe(status)}")
 
 
 class PipeOpener:
@@ -329,19 +359,6 @@ class PipeOpener:
     def __init__(self, config: PipeConfig | None = None, **overrides: Any) -> None:
         self.config = replace(config or PipeConfig(), **overrides).resolved()
 
-    def _command(self, url: str) -> str:
-        if not url.startswith("pipe:"):
-            raise ConfigError(f"{url!r} is not a pipe: URL")
-        if not self.config.allow:
-            raise ConfigError(
-                f"pipe: URLs are disabled, refusing to run {url!r}; enable them with "
-                "PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1 (WDS_SECURE=1 disables them)"
-            )
-        command = url[len("pipe:") :]
-        if not command.strip():
-            raise ConfigError(f"pipe: URL {url!r} has no command")
-        return command
-
     def open(self, url: str, **options: Any) -> PipeReader:
         """Start the command and return its stdout as a stream.
 
@@ -350,8 +367,13 @@ class PipeOpener:
             ShardOpenError: the command could not be started; at end of stream,
                 :class:`PipeCommandError` when it exited with a non-zero status.
         """
-        return PipeReader(url, self._command(url), self.config)
+        return PipeReader(url, self.config)
 
     def create(self, url: str) -> PipeWriter:
-        """Start the command and return its stdin as a writable stream."""
-        return PipeWriter(url, self._command(url), self.config)
+        """Start the command and return its stdin as a :class:`PipeWriter`.
+
+        Raises:
+            ConfigError: ``pipe:`` is disabled, or the command is empty.
+            UploadError: the command could not be started.
+        """
+        return PipeWriter(url, self.config)

@@ -16,7 +16,10 @@ from typing import Any
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.writing.tarwriter import SampleFormatter, TarWriter, wants_gzip
+from wds_cloud.openers.writer import warn_discarded
+from wds_cloud.writing.compression import wants_gzip
+from wds_cloud.writing.tarwriter import SampleFormatter, TarWriter
+from wds_cloud.writing.upload import abort_quietly
 
 _FORMATTER_KW = ("keep_meta", "user", "group", "mode", "mtime")
 _TARWRITER_KW = (*_FORMATTER_KW, "format", "compresslevel")
@@ -26,11 +29,13 @@ _END_OF_ARCHIVE = 1024
 class ShardWriter:
     """Write samples into shards ``pattern % n`` (webdataset-compatible arguments).
 
-    Local targets are written to ``.<name>.tmp-<pid>-<rand>`` in the same directory and renamed
-    to the final name only once complete. Other URLs (``s3://``, ``gs://``, ``ais://``, any
-    non-file scheme) are streamed into ``registry.for_url(url).create(url)``, whose ``close()``
-    commits and ``abort()`` discards. A failure, or leaving a ``with`` block by an exception,
-    discards the open shard: no half shard appears under a final name.
+    Every shard is streamed into ``registry.for_url(name).create(name)`` (local paths: a
+    ``.<name>.tmp-<pid>-<rand>`` file renamed into place; ``s3://``, ``gs://``, ``ais://``:
+    multipart or resumable uploads; ``pipe:CMD``: the command's stdin). A shard is committed
+    when it is full, and the last one by :meth:`close` (or a ``with`` block that exits
+    normally). A failure, :meth:`abort`, leaving a ``with`` block by an exception, and garbage
+    collection of an unclosed writer (with a :class:`ResourceWarning`) discard the open shard:
+    no half shard appears under a final name.
 
     Args:
         pattern: ``%``-format with one integer, e.g. ``"out/train-%06d.tar"`` or
@@ -40,8 +45,9 @@ class ShardWriter:
         post: called with the shard's name (path or URL) after each shard is committed.
         start_shard: number of the first shard.
         verbose: 1 prints ``# writing NAME`` to stderr when a shard opens.
-        opener: ``opener(name) -> writable binary stream`` replaces the built-in targets (no
-            temp file, no abort); the stream is closed when its shard is finished.
+        opener: ``opener(name) -> writable binary stream`` replaces the built-in targets; the
+            stream is closed when its shard is finished, and aborted (``abort()`` when it has
+            one, else ``close()``) when the shard is discarded.
         encoder: see :class:`TarWriter`.
         compress: see :class:`TarWriter` (None: gzip when the name ends in ``.gz``/``.tgz``).
         registry: opener registry for URL targets (the default one when None).
@@ -119,8 +125,7 @@ class ShardWriter:
         if exc_type is None:
             self.close()
         else:
-            self._discard()
-            self.closed = True
+            self.abort()
 
     def write(self, obj: Mapping[str, Any]) -> int:
         """Write one sample, opening or rolling over shards as needed.
@@ -171,7 +176,7 @@ class ShardWriter:
                     **self._kw,
                 )
             except BaseException:
-                stream.close()
+                abort_quietly(stream)
                 raise
             self._stream = stream
         else:
@@ -216,10 +221,7 @@ class ShardWriter:
             tar.abort()
         stream, self._stream = self._stream, None
         if stream is not None:
-            try:
-                stream.close()
-            except Exception:
-                pass
+            abort_quietly(stream)
         self.total -= self.count
         self.count = 0
         self.size = 0
@@ -237,3 +239,16 @@ class ShardWriter:
             self._finish()
         finally:
             self.closed = True
+
+    def abort(self) -> None:
+        """Discard the open shard, if any, and refuse further writes (committed shards stay)."""
+        if not self.closed:
+            self.closed = True
+            self._discard()
+
+    def __del__(self) -> None:
+        # Never commit on garbage collection: the open shard is discarded, and a warning says so.
+        if getattr(self, "closed", True) or getattr(self, "_tar", None) is None:
+            return
+        warn_discarded(type(self).__name__, self.fname)
+        self.abort()

@@ -9,7 +9,6 @@ into ustar ``prefix``/``name`` fields, or a member of 8 GiB or more. gzip output
 
 from __future__ import annotations
 
-import gzip
 import os
 import tarfile
 from collections.abc import Mapping
@@ -17,6 +16,8 @@ from typing import Any, NamedTuple
 
 from wds_cloud.errors import ConfigError, SampleError, UploadError
 from wds_cloud.openers.registry import OpenerRegistry
+from wds_cloud.openers.writer import warn_discarded
+from wds_cloud.writing.compression import GzipStream, wants_gzip
 from wds_cloud.writing.encoders import BYTES_TYPES, SampleEncoder, make_encoder
 from wds_cloud.writing.upload import abort_quietly, open_sink
 
@@ -246,38 +247,21 @@ def _check_field(field: Any, key: Any) -> None:
         )
 
 
-def wants_gzip(target: Any, compress: bool | str | None) -> bool:
-    """Decide whether to gzip: ``compress`` when given, else from a ``.gz``/``.tgz`` name.
-
-    Raises:
-        ConfigError: bz2/xz or an unknown ``compress`` value (the readers only detect gzip).
-    """
-    if compress is False:
-        return False
-    if compress is True or compress in ("gz", "gzip"):
-        return True
-    if compress is not None:
-        raise ConfigError(f"compress must be None, False, True or 'gz', got {compress!r}")
-    if isinstance(target, str | os.PathLike):
-        name = os.fspath(target)
-        if name.startswith("pipe:"):
-            return False
-        lower = name.lower()
-        if lower.endswith((".bz2", ".xz", ".tbz", ".tbz2", ".txz")):
-            raise ConfigError(f"{name!r}: only gzip compression is supported for writing")
-        return lower.endswith((".gz", ".tgz"))
-    return False
-
-
 _FORMATS = (None, tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT, "USTAR_FORMAT", "PAX_FORMAT")
 
 
 class TarWriter:
     """Write samples to a tar shard (webdataset-compatible arguments, deterministic output).
 
+    A target given by name is opened with its backend's ``create()`` (see
+    :func:`~wds_cloud.writing.upload.open_sink`) and committed only by :meth:`close` (or by a
+    ``with`` block that exits normally). :meth:`abort`, an exception leaving the ``with``
+    block, a failed write and garbage collection (which also emits a :class:`ResourceWarning`)
+    discard it: nothing appears under the final name.
+
     Args:
         fileobj: a writable binary stream, or a target: local path (written to a temp file
-            renamed on :meth:`close`), ``file://``, ``-`` (stdout), ``pipe:CMD``, or a URL
+            renamed on :meth:`close`), ``file:`` URL, ``-`` (stdout), ``pipe:CMD``, or a URL
             whose backend can ``create()`` (``s3://``, ``gs://``, ``ais://``).
         user: ``uname`` of every member.
         group: ``gname`` of every member.
@@ -293,7 +277,7 @@ class TarWriter:
         compresslevel: gzip level.
 
     Raises:
-        ConfigError: a bad argument.
+        ConfigError: a bad argument, or a ``pipe:`` target while ``pipe:`` is switched off.
         UploadError: the target cannot be created.
     """
 
@@ -327,11 +311,7 @@ class TarWriter:
             self.name = name if isinstance(name, str) else None
             self._sink = fileobj
             self._own = False
-        self._gzip: gzip.GzipFile | None = None
-        if gz:
-            self._gzip = gzip.GzipFile(
-                filename="", mode="wb", compresslevel=compresslevel, fileobj=self._sink, mtime=0
-            )
+        self._gzip = GzipStream(self._sink, compresslevel) if gz else None
         self._stream: Any = self._gzip if self._gzip is not None else self._sink
         self.size = 0  # uncompressed tar bytes written so far
         self.count = 0  # samples written so far
@@ -370,9 +350,10 @@ class TarWriter:
                     self._stream.write(chunk)
         except Exception as exc:
             self.abort()
+            reason = exc.reason if isinstance(exc, UploadError) else f"{type(exc).__name__}: {exc}"
             raise UploadError(
                 f"writing {formatted.names[0] if formatted.names else 'a sample'!r} at tar "
-                f"offset {self.size} failed: {type(exc).__name__}: {exc}",
+                f"offset {self.size} failed: {reason}",
                 url=self.name,
             ) from exc
         self.size += formatted.size
@@ -390,7 +371,7 @@ class TarWriter:
         try:
             self._stream.write(_END_OF_ARCHIVE)
             if self._gzip is not None:
-                self._gzip.close()
+                self._gzip.finish()
             if self._own:
                 self._sink.close()
             else:
@@ -416,3 +397,10 @@ class TarWriter:
         self.closed = True
         if self._own:
             abort_quietly(self._sink)
+
+    def __del__(self) -> None:
+        # Never commit on garbage collection: discard a target we opened, and say so.
+        if getattr(self, "closed", True) or not getattr(self, "_own", False):
+            return
+        warn_discarded(type(self).__name__, self.name)
+        self.abort()

@@ -1,160 +1,56 @@
 """Sinks (where shard bytes go) and :func:`upload_shards`.
 
-A *sink* is a writable binary stream with two ways to end: ``close()`` commits (the object or
-file appears under its final name, completely) and ``abort()`` discards. :func:`open_sink` picks
-one for a target:
+A *sink* is a :class:`~wds_cloud.openers.writer.CommittingWriter` from the target's opener:
+``open_sink(target)`` is ``registry.for_url(target).create(target)`` for every scheme, so every
+target follows the same rules: ``close()`` commits (the file or object appears under its final
+name, completely) and everything else discards (``abort()``, an exception, a failed write,
+garbage collection). Which writer each target gets:
 
 ============================  =============================================================
-target                        sink
+target                        sink (``create()`` of the target's opener)
 ============================  =============================================================
-local path / ``file://``      :class:`AtomicFileWriter`: temp file ``.<name>.tmp-<pid>-<rand>``
+local path / ``file:`` URL    ``AtomicFileWriter``: temp file ``.<name>.tmp-<pid>-<rand>``
                               in the same directory, ``fsync`` + ``os.replace`` on close
-existing FIFO / device path   written directly (nothing to rename)
+existing FIFO / device path   ``DirectWriter``: written in place (nothing to rename)
 ``-``                         standard output (close flushes, does not close it)
-``pipe:CMD``                  ``CMD`` run by the shell with the bytes on its stdin; close
-                              fails unless it exits 0, abort kills it
-any other URL (``s3://`` ..)  ``registry.for_url(url).create(url)`` from the backend
+``pipe:CMD``                  ``PipeWriter``: ``CMD`` run by the shell with the bytes on its
+                              stdin, refused while ``pipe:`` is switched off; close fails
+                              unless it exits 0, abort kills it
+``s3://`` ``gs://`` ``ais://``  multipart / resumable uploads, completed on close
 ============================  =============================================================
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import Any
 
 from wds_cloud.errors import ConfigError, UnsupportedSchemeError, UploadError
-from wds_cloud.openers.local import AtomicFileWriter
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.redact import redact_url
 
 _COPY_CHUNK = 8 << 20
 
 
-@runtime_checkable
-class Sink(Protocol):
-    """A writable binary stream that commits on ``close()`` and discards on ``abort()``."""
-
-    def write(self, data: Any) -> Any:  # pragma: no cover - protocol
-        """Write bytes."""
-        ...
-
-    def close(self) -> None:  # pragma: no cover - protocol
-        """Commit."""
-        ...
-
-    def abort(self) -> None:  # pragma: no cover - protocol
-        """Discard everything written."""
-        ...
-
-
-class _PlainSink:
-    """A stream we write directly: FIFOs, devices, stdout. ``abort`` only closes."""
-
-    def __init__(self, stream: IO[bytes], name: str, *, own: bool) -> None:
-        self.name = name
-        self._stream = stream
-        self._own = own
-
-    def write(self, data: Any) -> int:
-        return self._stream.write(data)
-
-    def close(self) -> None:
-        self._stream.flush()
-        if self._own:
-            self._stream.close()
-
-    def abort(self) -> None:
-        if self._own:
-            try:
-                self._stream.close()
-            except OSError:
-                pass
-
-
-class PipeSink:
-    """``pipe:CMD``: run ``CMD`` in a shell and write to its stdin.
-
-    ``close()`` waits for the command and raises :class:`UploadError` unless it exits with 0;
-    ``abort()`` kills it.
-    """
-
-    def __init__(self, url: str) -> None:
-        self.name = url
-        self._proc = subprocess.Popen(url[len("pipe:") :], shell=True, stdin=subprocess.PIPE)
-        assert self._proc.stdin is not None
-        self._stdin: IO[bytes] = self._proc.stdin
-
-    def write(self, data: Any) -> int:
-        return self._stdin.write(data)
-
-    def close(self) -> None:
-        try:
-            self._stdin.close()
-        finally:
-            rc = self._proc.wait()
-        if rc != 0:
-            raise UploadError(f"the pipe command exited with status {rc}", url=self.name)
-
-    def abort(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-        try:
-            self._stdin.close()
-        except OSError:
-            pass
-        self._proc.wait()
-
-
-def local_path(target: str) -> str | None:
-    """The local path for a local target (plain path or ``file://``), else None.
-
-    Raises:
-        ConfigError: a ``file://`` URL with a host other than ``localhost``.
-    """
-    if target == "-" or target.startswith("pipe:") or url_scheme(target) != "file":
-        return None
-    if target.startswith("file://"):
-        rest = target[len("file://") :]
-        if rest.startswith("localhost/"):
-            rest = rest[len("localhost") :]
-        if not rest.startswith("/"):
-            raise ConfigError(f"{target!r}: file:// URLs must name a local absolute path")
-        return rest
-    return target
-
-
 def open_sink(target: str | os.PathLike[str], registry: OpenerRegistry | None = None) -> Any:
-    """Open the sink for ``target`` (see the module docstring for which one).
+    """Open the sink for ``target``: ``registry.for_url(target).create(target)``.
 
     Raises:
         UnsupportedSchemeError: the target's backend cannot write (no ``create``).
         MissingDependencyError: the backend's SDK is not installed.
+        ConfigError: a ``pipe:`` target while ``pipe:`` is switched off, a NUL byte, a bad URL.
         UploadError: the destination cannot be created.
     """
     target = os.fspath(target)
-    if target == "-":
-        return _PlainSink(sys.stdout.buffer, "-", own=False)
-    if target.startswith("pipe:"):
-        return PipeSink(target)
-    path = local_path(target)
-    if path is not None:
-        try:
-            regular = not os.path.exists(path) or os.path.isfile(path)
-        except OSError:
-            regular = True
-        if regular:
-            return AtomicFileWriter(path)
-        return _PlainSink(open(path, "wb"), path, own=True)
     opener = (registry or default_registry()).for_url(target)
     create = getattr(opener, "create", None)
     if not callable(create):
         raise UnsupportedSchemeError(
             f"the {url_scheme(target)}:// opener {type(opener).__name__} cannot write "
-            f"(it has no create(url)); cannot write {target!r}"
+            f"(it has no create(url)); cannot write {redact_url(target)!r}"
         )
     try:
         return create(target)
