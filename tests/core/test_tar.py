@@ -308,3 +308,41 @@ def test_lone_zero_block_is_read_past_and_reported(tmp_path: object, how: str) -
         members[0]
     ]
     assert warnings == []
+
+
+# --- found by the differential tests (tests/core/test_tar_differential.py) ----------------------
+
+
+def _with_header_field(data: bytes, offset: int, start: int, value: bytes) -> bytes:
+    """``data`` with ``value`` written at ``start`` of the header at ``offset``, checksum redone."""
+    header = bytearray(data[offset : offset + 512])
+    header[start : start + len(value)] = value
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return data[:offset] + bytes(header) + data[offset + 512 :]
+
+
+def _reference(data: bytes) -> list[tuple[str, bytes]]:
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        return [(m.name, tf.extractfile(m).read()) for m in tf if m.isreg()]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda n: b"%012o" % n,  # twelve digits, no terminator (libarchive's non-strict form)
+        lambda n: b"%011o " % n,
+        lambda n: b"%11o\0" % n,
+        lambda n: (b"%o" % n).ljust(12, b"\0"),
+        lambda n: b"\x80" + n.to_bytes(11, "big"),
+    ],
+    ids=["12-digits", "space", "space-padded", "short", "base-256"],
+)
+def test_size_field_encodings_of_other_writers(tmp_path: object, how: str, encode: object) -> None:
+    """A 12-digit size field was read as its first 11 digits (668 -> 83): the member's data
+    came back short and the next header was read from the middle of it."""
+    members = [("a.bin", bytes(range(256)) * 2 + b"x" * 156), ("b.txt", b"after")]
+    data = _with_header_field(tar_bytes(members), 0, 124, encode(668))  # type: ignore[operator]
+    assert _reference(data) == members
+    assert read_all(data, how, tmp_path) == members

@@ -403,7 +403,9 @@ def _members(
         seen_end = False
         typeflag = header[156]
         try:
-            size = int(header[124:135], 8)
+            # 11 digits and a terminator (tarfile, GNU tar); a 12th digit in place of the
+            # terminator (libarchive, members of 8 to 64 GiB) or base-256: the whole field.
+            size = int(header[124:135], 8) if header[135] <= 32 else _octal(header[124:136])
         except ValueError:
             try:
                 size = _octal(header[124:136])
