@@ -346,3 +346,15 @@ def test_size_field_encodings_of_other_writers(tmp_path: object, how: str, encod
     data = _with_header_field(tar_bytes(members), 0, 124, encode(668))  # type: ignore[operator]
     assert _reference(data) == members
     assert read_all(data, how, tmp_path) == members
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_size_field_of_a_fifo_is_not_data(tmp_path: object, how: str) -> None:
+    """POSIX: FIFOs, like devices and links, store no data whatever the size field says;
+    tarfile ignores it (GNU tar does not). A FIFO was read as if 700 bytes followed it."""
+    fifo = tarfile.TarInfo("pipe")
+    fifo.type = tarfile.FIFOTYPE
+    raw = tar_bytes(MEMBERS[:2], extra=[fifo])
+    data = _with_header_field(raw, 0, 124, b"%011o\0" % 700)
+    assert _reference(data) == MEMBERS[:2]
+    assert read_all(data, how, tmp_path) == MEMBERS[:2]

@@ -32,7 +32,8 @@ BLOCK = 512
 DEFAULT_BUFSIZE = 4 << 20
 _ZERO_BLOCK = bytes(BLOCK)
 _REGULAR = frozenset(b"0\x007")  # typeflags of regular files (0, NUL, contiguous)
-_NO_DATA = frozenset(b"12345")  # links, devices, directories: the size field is not data
+# links, devices, directories, FIFOs: the size field is not data (POSIX; tarfile agrees)
+_NO_DATA = frozenset(b"123456")
 _READ_CHUNK = 16 << 20  # bytes read at once for a member that does not fit the buffer
 _DONTNEED_STEP = 64 << 20  # mmap: release pages behind the cursor every this many bytes
 _MAGIC_GZIP = b"\x1f\x8b"
