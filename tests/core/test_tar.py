@@ -358,3 +358,14 @@ def test_size_field_of_a_fifo_is_not_data(tmp_path: object, how: str) -> None:
     data = _with_header_field(raw, 0, 124, b"%011o\0" % 700)
     assert _reference(data) == MEMBERS[:2]
     assert read_all(data, how, tmp_path) == MEMBERS[:2]
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_solaris_extended_header_is_read_like_pax(tmp_path: object, how: str) -> None:
+    """Solaris tar's ``X`` extended header has the PAX layout; tarfile and GNU tar apply it."""
+    name = "long/" + "n" * 120 + ".txt"
+    raw = tar_bytes([(name, b"data"), ("b.txt", b"b")], fmt=tarfile.PAX_FORMAT)
+    assert raw[156:157] == b"x"
+    data = _with_header_field(raw, 0, 156, b"X")
+    assert _reference(data) == [(name, b"data"), ("b.txt", b"b")]
+    assert read_all(data, how, tmp_path) == [(name, b"data"), ("b.txt", b"b")]

@@ -1,7 +1,8 @@
 """A streaming tar reader built for WebDataset shards.
 
-Reads ustar, GNU (long names ``L``/``K``) and POSIX/PAX (``x``, ``g``: ``path`` and ``size``
-override the header) archives, compressed with gzip, bzip2 or xz or not, from any binary stream.
+Reads ustar, GNU (long names ``L``/``K``) and POSIX/PAX (``x``, ``g``, and Solaris ``X``:
+``path`` and ``size`` override the header) archives, compressed with gzip, bzip2 or xz or not,
+from any binary stream.
 Regular files of local shards are memory-mapped and sliced; other streams are read in large
 blocks. Memory stays bounded by the largest member: the whole shard is never held.
 
@@ -453,7 +454,7 @@ def _members(
         regular = typeflag in _REGULAR
         if regular and skip is not None and skip(name):
             regular = False
-        wanted = regular or typeflag in b"xgLK"
+        wanted = regular or typeflag in b"xgLKX"
         if start + size <= buflen:
             data = buf[start : start + size] if wanted else b""
             pos = start + padded
@@ -476,7 +477,7 @@ def _members(
             buflen = len(buf)
         if regular:
             yield name, data
-        elif typeflag == 0x78:  # 'x': PAX extended header for the next member
+        elif typeflag == 0x78 or typeflag == 0x58:  # 'x' PAX / 'X' Solaris: for the next member
             # webdataset's TarWriter puts an mtime-only PAX header before every member: only
             # parse when a record can change what we read.
             if b"path=" in data or b"size=" in data:
