@@ -369,3 +369,12 @@ def test_solaris_extended_header_is_read_like_pax(tmp_path: object, how: str) ->
     data = _with_header_field(raw, 0, 156, b"X")
     assert _reference(data) == [(name, b"data"), ("b.txt", b"b")]
     assert read_all(data, how, tmp_path) == [(name, b"data"), ("b.txt", b"b")]
+
+
+@pytest.mark.parametrize("bufsize", [0, 1, 100, 511])
+def test_buffer_sizes_below_one_block_read_whole_archives(bufsize: int) -> None:
+    """A buffer smaller than a header block made the first refill look like a truncated
+    header ("truncated tar header: 100 bytes at the end of the stream") on a valid shard."""
+    data = tar_bytes(MEMBERS)
+    assert list(iter_tar(io.BytesIO(data), bufsize=bufsize)) == MEMBERS
+    assert list(iter_tar(NoFileno(data, step=77), bufsize=bufsize)) == MEMBERS

@@ -206,7 +206,7 @@ class _Source:
 
     def __init__(self, stream: Any, url: str | None, bufsize: int) -> None:
         self.url = url
-        self.bufsize = bufsize
+        self.bufsize = max(bufsize, BLOCK)  # one read must be able to complete a header
         self.mm: mmap.mmap | None = None
         self.base = 0  # stream offset of buf[0]
         self.released = 0
@@ -307,7 +307,8 @@ def iter_tar(
         concatenated: keep reading after an end-of-archive marker, for several archives sent
             back to back (SageMaker Pipe mode); stops at the end of the stream.
         skip: called with each member name; True skips the member without copying its data.
-        bufsize: block size of reads from non-file streams.
+        bufsize: block size of reads from non-file streams (at least 512: smaller values
+            read 512).
         on_warning: called with ``(message, offset)`` for what the reader reads past instead
             of failing: a lone zero block followed by a valid header (GNU tar warns about it;
             ``tarfile`` and webdataset silently stop there and lose the rest). Default: a
