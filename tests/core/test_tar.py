@@ -308,3 +308,73 @@ def test_lone_zero_block_is_read_past_and_reported(tmp_path: object, how: str) -
         members[0]
     ]
     assert warnings == []
+
+
+# --- found by the differential tests (tests/core/test_tar_differential.py) ----------------------
+
+
+def _with_header_field(data: bytes, offset: int, start: int, value: bytes) -> bytes:
+    """``data`` with ``value`` written at ``start`` of the header at ``offset``, checksum redone."""
+    header = bytearray(data[offset : offset + 512])
+    header[start : start + len(value)] = value
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return data[:offset] + bytes(header) + data[offset + 512 :]
+
+
+def _reference(data: bytes) -> list[tuple[str, bytes]]:
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        return [(m.name, tf.extractfile(m).read()) for m in tf if m.isreg()]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda n: b"%012o" % n,  # twelve digits, no terminator (libarchive's non-strict form)
+        lambda n: b"%011o " % n,
+        lambda n: b"%11o\0" % n,
+        lambda n: (b"%o" % n).ljust(12, b"\0"),
+        lambda n: b"\x80" + n.to_bytes(11, "big"),
+    ],
+    ids=["12-digits", "space", "space-padded", "short", "base-256"],
+)
+def test_size_field_encodings_of_other_writers(tmp_path: object, how: str, encode: object) -> None:
+    """A 12-digit size field was read as its first 11 digits (668 -> 83): the member's data
+    came back short and the next header was read from the middle of it."""
+    members = [("a.bin", bytes(range(256)) * 2 + b"x" * 156), ("b.txt", b"after")]
+    data = _with_header_field(tar_bytes(members), 0, 124, encode(668))  # type: ignore[operator]
+    assert _reference(data) == members
+    assert read_all(data, how, tmp_path) == members
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_size_field_of_a_fifo_is_not_data(tmp_path: object, how: str) -> None:
+    """POSIX: FIFOs, like devices and links, store no data whatever the size field says;
+    tarfile ignores it (GNU tar does not). A FIFO was read as if 700 bytes followed it."""
+    fifo = tarfile.TarInfo("pipe")
+    fifo.type = tarfile.FIFOTYPE
+    raw = tar_bytes(MEMBERS[:2], extra=[fifo])
+    data = _with_header_field(raw, 0, 124, b"%011o\0" % 700)
+    assert _reference(data) == MEMBERS[:2]
+    assert read_all(data, how, tmp_path) == MEMBERS[:2]
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_solaris_extended_header_is_read_like_pax(tmp_path: object, how: str) -> None:
+    """Solaris tar's ``X`` extended header has the PAX layout; tarfile and GNU tar apply it."""
+    name = "long/" + "n" * 120 + ".txt"
+    raw = tar_bytes([(name, b"data"), ("b.txt", b"b")], fmt=tarfile.PAX_FORMAT)
+    assert raw[156:157] == b"x"
+    data = _with_header_field(raw, 0, 156, b"X")
+    assert _reference(data) == [(name, b"data"), ("b.txt", b"b")]
+    assert read_all(data, how, tmp_path) == [(name, b"data"), ("b.txt", b"b")]
+
+
+@pytest.mark.parametrize("bufsize", [0, 1, 100, 511])
+def test_buffer_sizes_below_one_block_read_whole_archives(bufsize: int) -> None:
+    """A buffer smaller than a header block made the first refill look like a truncated
+    header ("truncated tar header: 100 bytes at the end of the stream") on a valid shard."""
+    data = tar_bytes(MEMBERS)
+    assert list(iter_tar(io.BytesIO(data), bufsize=bufsize)) == MEMBERS
+    assert list(iter_tar(NoFileno(data, step=77), bufsize=bufsize)) == MEMBERS

@@ -1,7 +1,8 @@
 """A streaming tar reader built for WebDataset shards.
 
-Reads ustar, GNU (long names ``L``/``K``) and POSIX/PAX (``x``, ``g``: ``path`` and ``size``
-override the header) archives, compressed with gzip, bzip2 or xz or not, from any binary stream.
+Reads ustar, GNU (long names ``L``/``K``) and POSIX/PAX (``x``, ``g``, and Solaris ``X``:
+``path`` and ``size`` override the header) archives, compressed with gzip, bzip2 or xz or not,
+from any binary stream.
 Regular files of local shards are memory-mapped and sliced; other streams are read in large
 blocks. Memory stays bounded by the largest member: the whole shard is never held.
 
@@ -32,7 +33,8 @@ BLOCK = 512
 DEFAULT_BUFSIZE = 4 << 20
 _ZERO_BLOCK = bytes(BLOCK)
 _REGULAR = frozenset(b"0\x007")  # typeflags of regular files (0, NUL, contiguous)
-_NO_DATA = frozenset(b"12345")  # links, devices, directories: the size field is not data
+# links, devices, directories, FIFOs: the size field is not data (POSIX; tarfile agrees)
+_NO_DATA = frozenset(b"123456")
 _READ_CHUNK = 16 << 20  # bytes read at once for a member that does not fit the buffer
 _DONTNEED_STEP = 64 << 20  # mmap: release pages behind the cursor every this many bytes
 _MAGIC_GZIP = b"\x1f\x8b"
@@ -204,7 +206,7 @@ class _Source:
 
     def __init__(self, stream: Any, url: str | None, bufsize: int) -> None:
         self.url = url
-        self.bufsize = bufsize
+        self.bufsize = max(bufsize, BLOCK)  # one read must be able to complete a header
         self.mm: mmap.mmap | None = None
         self.base = 0  # stream offset of buf[0]
         self.released = 0
@@ -305,7 +307,8 @@ def iter_tar(
         concatenated: keep reading after an end-of-archive marker, for several archives sent
             back to back (SageMaker Pipe mode); stops at the end of the stream.
         skip: called with each member name; True skips the member without copying its data.
-        bufsize: block size of reads from non-file streams.
+        bufsize: block size of reads from non-file streams (at least 512: smaller values
+            read 512).
         on_warning: called with ``(message, offset)`` for what the reader reads past instead
             of failing: a lone zero block followed by a valid header (GNU tar warns about it;
             ``tarfile`` and webdataset silently stop there and lose the rest). Default: a
@@ -403,7 +406,9 @@ def _members(
         seen_end = False
         typeflag = header[156]
         try:
-            size = int(header[124:135], 8)
+            # 11 digits and a terminator (tarfile, GNU tar); a 12th digit in place of the
+            # terminator (libarchive, members of 8 to 64 GiB) or base-256: the whole field.
+            size = int(header[124:135], 8) if header[135] <= 32 else _octal(header[124:136])
         except ValueError:
             try:
                 size = _octal(header[124:136])
@@ -450,7 +455,7 @@ def _members(
         regular = typeflag in _REGULAR
         if regular and skip is not None and skip(name):
             regular = False
-        wanted = regular or typeflag in b"xgLK"
+        wanted = regular or typeflag in b"xgLKX"
         if start + size <= buflen:
             data = buf[start : start + size] if wanted else b""
             pos = start + padded
@@ -473,7 +478,7 @@ def _members(
             buflen = len(buf)
         if regular:
             yield name, data
-        elif typeflag == 0x78:  # 'x': PAX extended header for the next member
+        elif typeflag == 0x78 or typeflag == 0x58:  # 'x' PAX / 'X' Solaris: for the next member
             # webdataset's TarWriter puts an mtime-only PAX header before every member: only
             # parse when a record can change what we read.
             if b"path=" in data or b"size=" in data:

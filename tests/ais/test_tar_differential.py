@@ -1,0 +1,71 @@
+"""Differential tests over the AIStore opener (see tests/core/test_tar_differential.py).
+
+200 archives from :mod:`tests.support.targen` are stored once in an AIStore emulator for this
+module (the package's ``ais_emulator`` fixture is per test) and read through ``open_url(url)``
+(the real :class:`AisOpener` and ``aistore`` SDK) and ``iter_tar`` with each archive's small
+buffer; stdlib ``tarfile`` is the reference. The two original-failure shards are read by
+``wds.WebDataset``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.emulators.ais.fixtures import start_emulator
+from tests.emulators.ais.server import AisEmulator
+from tests.support import targen
+from tests.support.targen import Archive
+from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.registry import OpenerRegistry
+
+pytestmark = pytest.mark.ais
+
+SEEDS = range(400_000, 400_200)
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[AisEmulator]:
+    emu = start_emulator()
+    try:
+        yield emu
+    finally:
+        emu.stop()
+
+
+@pytest.fixture(scope="module")
+def registry(emulator: AisEmulator) -> OpenerRegistry:
+    registry = OpenerRegistry()
+    opener = AisOpener(endpoint=emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
+    registry.register("ais", opener, override=True)
+    return registry
+
+
+@pytest.fixture(scope="module")
+def uploaded(emulator: AisEmulator) -> tuple[list[tuple[Archive, str]], list[str]]:
+    """(archive, URL) pairs and the original-failure shard URLs."""
+    emulator.store.create_bucket("differential")
+    items = []
+    for arch in targen.archives(SEEDS):
+        emulator.store.put_object("differential", f"{arch.seed}.tar", arch.blob)
+        items.append((arch, f"ais://differential/{arch.seed}.tar"))
+    straddle = []
+    for i, (data, _) in enumerate(targen.default_straddle_shards()):
+        emulator.store.put_object("differential", f"straddle-{i}.tar", data)
+        straddle.append(f"ais://differential/straddle-{i}.tar")
+    return items, straddle
+
+
+def test_ais_reads_like_tarfile(uploaded: tuple, registry: OpenerRegistry) -> None:
+    items, _ = uploaded
+    failures = targen.compare(items, targen.url_reader(registry))
+    assert not failures, targen.report(failures, len(items))
+
+
+def test_webdataset_over_ais_reads_the_original_failure(
+    uploaded: tuple, registry: OpenerRegistry
+) -> None:
+    _, urls = uploaded
+    expected = [s for _, samples in targen.default_straddle_shards() for s in samples]
+    assert targen.pipeline_samples(urls, registry) == expected
