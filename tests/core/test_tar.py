@@ -191,11 +191,29 @@ def test_truncated_member(tmp_path: object, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", HOW)
-def test_truncated_at_member_boundary_is_reported(tmp_path: object, how: str) -> None:
+def test_missing_end_marker_at_a_member_boundary_reads_everything(
+    tmp_path: object, how: str
+) -> None:
+    """webdataset's TarWriter left unclosed (the S3 blog post) ends right after a member: every
+    member is read and one warning names the offset; a member cut short stays an error."""
     data = tar_bytes(MEMBERS[:2])
-    end_of_first = 512 + 512  # header + padded data of a.txt
-    err = expect_error(data[:end_of_first], how, tmp_path)
-    assert "end-of-archive" in str(err) and err.offset == end_of_first
+    end_of_second = 512 + 512 + 512 + 512  # two headers and their padded data
+    warnings: list[tuple[str, int]] = []
+    got = read_all(
+        data[:end_of_second], how, tmp_path, on_warning=lambda m, o: warnings.append((m, o))
+    )
+    assert got == MEMBERS[:2]
+    assert len(warnings) == 1 and warnings[0][1] == end_of_second
+    assert "without the tar end-of-archive marker" in warnings[0][0]
+    err = expect_error(data[: end_of_second - 508], how, tmp_path)  # inside a.json's data
+    assert "truncated" in str(err) and err.member == "a.json"
+
+
+def test_missing_end_marker_after_an_extended_header_is_an_error() -> None:
+    data = tar_bytes([("x" * 120 + ".txt", b"1")], fmt=tarfile.PAX_FORMAT)
+    with pytest.raises(ShardReadError, match="after an extended header") as info:
+        list(iter_tar(io.BytesIO(data[:1024])))  # the PAX header and its records, no member
+    assert info.value.offset == 1024
 
 
 @pytest.mark.parametrize("how", HOW)

@@ -32,6 +32,7 @@ from wds_cloud.errors import ShardReadError
 BLOCK = 512
 DEFAULT_BUFSIZE = 4 << 20
 _ZERO_BLOCK = bytes(BLOCK)
+_EXTENDED = frozenset(b"xXL")  # headers that describe the member after them
 _REGULAR = frozenset(b"0\x007")  # typeflags of regular files (0, NUL, contiguous)
 # links, devices, directories, FIFOs: the size field is not data (POSIX; tarfile agrees)
 _NO_DATA = frozenset(b"123456")
@@ -311,12 +312,14 @@ def iter_tar(
             read 512).
         on_warning: called with ``(message, offset)`` for what the reader reads past instead
             of failing: a lone zero block followed by a valid header (GNU tar warns about it;
-            ``tarfile`` and webdataset silently stop there and lose the rest). Default: a
-            ``logging`` warning naming the URL and offset.
+            ``tarfile`` and webdataset silently stop there and lose the rest), and a stream that
+            ends at a member boundary without the end-of-archive marker. Default: a ``logging``
+            warning naming the URL and offset.
 
     Raises:
-        ShardReadError: not a tar archive, a corrupt header, a truncated member, a stream that
-            ends without the end-of-archive marker. The error carries ``url``, ``offset`` (of
+        ShardReadError: not a tar archive, a corrupt header, a truncated member or header.
+            A stream that ends at a member boundary without the end-of-archive marker is read
+            in full and reported through ``on_warning``. The error carries ``url``, ``offset`` (of
             the member's header in the uncompressed stream) and ``member``.
     """
     source = _Source(stream, url, bufsize)
@@ -346,6 +349,7 @@ def _members(
     seen_end = False
     at_start = True
     name = ""
+    typeflag = 0  # of the last header read
     while True:
         if buflen - pos < BLOCK:
             if not mapped:
@@ -363,12 +367,22 @@ def _members(
                     raise ShardReadError("empty file: not a tar archive", url=url, offset=0)
                 if seen_end:
                     return
-                raise ShardReadError(
-                    "stream ended without the tar end-of-archive marker; the shard is truncated"
-                    + (f" after member {name!r}" if name else ""),
-                    url=url,
-                    offset=source.base + pos,
+                if typeflag in _EXTENDED:
+                    raise ShardReadError(
+                        "the stream ended after an extended header, before its member; the "
+                        "shard is truncated",
+                        url=url,
+                        offset=source.base + pos,
+                    )
+                # Ended at a member boundary: complete in practice (webdataset's TarWriter left
+                # unclosed writes such shards; GNU tar reads them). Read in full, warn once.
+                warn(
+                    "the stream ended at a member boundary without the tar end-of-archive "
+                    "marker (was the writer closed?); every member was read"
+                    + (f", the last is {name!r}" if name else ""),
+                    source.base + pos,
                 )
+                return
         header = buf[pos : pos + BLOCK]
         if header == _ZERO_BLOCK:
             if not concatenated:
