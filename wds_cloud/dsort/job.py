@@ -15,6 +15,7 @@ from typing import Any
 from wds_cloud.dsort.spec import DsortSpec, load_spec
 from wds_cloud.dsort.validate import validate
 from wds_cloud.errors import ConfigError, DsortSpecError, MissingDependencyError, WdsCloudError
+from wds_cloud.redact import redact_text
 
 
 class DsortJobError(WdsCloudError, RuntimeError):
@@ -29,7 +30,7 @@ class DsortJobError(WdsCloudError, RuntimeError):
         self, message: str, *, job_id: str | None = None, result: DsortResult | None = None
     ) -> None:
         super().__init__(message + (f" [job={job_id}]" if job_id else ""))
-        self.reason = message
+        self.reason = redact_text(message)
         self.job_id = job_id
         self.result = result
 
