@@ -1,7 +1,7 @@
 """``wds-cloud``: the command line (``python -m wds_cloud.cli`` works too).
 
 Subcommands: ``demo``, ``create``, ``ls``, ``cat``, ``stats``, ``verify``, ``preview``,
-``upload``, ``dsort-spec``, ``bench``. Each has ``--help``; those that report take
+``upload``, ``uploads``, ``dsort-spec``, ``bench``. Each has ``--help``; those that report take
 ``--json``. Every failure, expected or not, prints one line
 ``wds-cloud <command>: error: <message>`` on stderr (credentials in URLs redacted, control
 characters escaped) and exits with 1; usage errors exit with 2, Ctrl-C with 130, a closed
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wds_cloud.cli.create import register as register_create
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
+    from wds_cloud.cli.uploads import register as register_uploads
     from wds_cloud.demo import register as register_demo
 
     parser = argparse.ArgumentParser(
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_create(sub)
     register_shards(sub)
     register_misc(sub)
+    register_uploads(sub)
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
