@@ -113,6 +113,13 @@ def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
     assert data["shards"][0]["samples"][0]["key"] == "clear\x1b[2J\x1b[H"
 
 
-def test_control_characters_in_error_lines_are_escaped(tmp_path: Path) -> None:
+def test_control_characters_in_error_reports_are_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "dup.tar"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        add(tf, "k\x1b[31m.txt", b"1")
+        add(tf, "k\x1b[31m.txt", b"2")
+    out = cli("verify", str(path))
+    assert out.returncode == 1 and "CORRUPT" in out.stdout
+    assert "\x1b" not in out.stdout and "member=k\\x1b[31m" in out.stdout
     line = one_error_line(cli("cat", str(tmp_path / "gone\x1b[31m.tar"), "a.txt"), "cat")
     assert "\x1b" not in line
