@@ -123,3 +123,18 @@ def test_control_characters_in_error_reports_are_escaped(tmp_path: Path) -> None
     assert "\x1b" not in out.stdout and "member=k\\x1b[31m" in out.stdout
     line = one_error_line(cli("cat", str(tmp_path / "gone\x1b[31m.tar"), "a.txt"), "cat")
     assert "\x1b" not in line
+
+
+def test_main_in_process_restores_logging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import logging
+
+    from wds_cloud.cli import main
+
+    logger = logging.getLogger("wds_cloud")
+    before = (list(logger.handlers), logger.level)
+    assert main(["--debug", "cat", str(tmp_path / "missing.tar"), "a.txt"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "wds-cloud cat: error:" in err
+    assert (list(logger.handlers), logger.level) == before

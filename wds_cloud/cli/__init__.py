@@ -12,7 +12,6 @@ output pipe with 141. ``verify`` exits with 1 when it finds a corrupt shard. The
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import traceback
 from collections.abc import Sequence
@@ -51,27 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    from wds_cloud.cli.text import LOGGER_NAME, one_line, setup_logging
+    from wds_cloud.cli.text import cli_logging, one_line
 
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     debug = bool(args.debug)
-    handler = setup_logging(debug)
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print(f"wds-cloud {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 141
-    except Exception as exc:
-        if debug:
-            print(shown_traceback(exc), file=sys.stderr, end="")
-        print(f"wds-cloud {args.command}: error: {one_line(exc)}", file=sys.stderr)
-        return 1
-    finally:
-        logging.getLogger(LOGGER_NAME).removeHandler(handler)
-        handler.close()
+    with cli_logging(debug):
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            print(f"wds-cloud {args.command}: interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:
+            return 141
+        except Exception as exc:
+            if debug:
+                print(shown_traceback(exc), file=sys.stderr, end="")
+            print(f"wds-cloud {args.command}: error: {one_line(exc)}", file=sys.stderr)
+            return 1
 
 
 def shown_traceback(exc: BaseException) -> str:

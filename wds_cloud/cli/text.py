@@ -9,13 +9,15 @@ encoder; :func:`redact_data` redacts the URLs in it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from wds_cloud.redact import RedactingFilter, redact_text
 
-__all__ = ["LOGGER_NAME", "one_line", "printable", "redact_data", "setup_logging", "shown"]
+__all__ = ["LOGGER_NAME", "cli_logging", "one_line", "printable", "redact_data", "shown"]
 
 LOGGER_NAME = "wds_cloud"
 
@@ -80,8 +82,10 @@ class _Formatter(logging.Formatter):
         return printable(super().format(record))
 
 
-def setup_logging(debug: bool) -> logging.Handler:
-    """Send wds_cloud's log records to stderr, redacted (DEBUG and up with ``debug``)."""
+@contextlib.contextmanager
+def cli_logging(debug: bool) -> Iterator[None]:
+    """While active, wds_cloud's log records go to stderr, redacted (DEBUG and up with
+    ``debug``, else WARNING and up); the logger is restored afterwards."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RedactingFilter())
     if debug:
@@ -89,6 +93,12 @@ def setup_logging(debug: bool) -> logging.Handler:
     else:
         handler.setFormatter(_Formatter("%(levelname)s: %(message)s"))
     logger = logging.getLogger(LOGGER_NAME)
+    level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if debug else logging.WARNING)
-    return handler
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        handler.close()
