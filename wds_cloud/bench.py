@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.redact import redact_url
 
 __all__ = ["BenchResult", "bench_loader", "bench_urls", "payload_nbytes"]
 
@@ -49,7 +50,7 @@ class BenchResult:
         step_window_variance: its variance.
         loader_to_step_ratio: ``window_mean / step_window_mean`` (None without comparison or
             when the step time is 0).
-        config: what was measured (URLs, workers, batch size...), for the record.
+        config: what was measured (URLs with credentials redacted, workers, batch size...).
     """
 
     batches: int
@@ -332,7 +333,7 @@ def bench_urls(
 
         step = stepped
     config = {
-        "urls": urls if isinstance(urls, str) else list(urls),
+        "urls": redact_url(urls) if isinstance(urls, str) else [redact_url(u) for u in urls],
         "batch_size": batch_size,
         "num_workers": num_workers,
         "decode": decode,

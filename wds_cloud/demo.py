@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -103,14 +104,12 @@ def run_demo(
     return DemoResult(shards, samples, read, batches, seconds)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="wds-cloud demo", description=__doc__)
-    parser.add_argument("--dir", default="wds_cloud_demo", help="where to write the shards")
-    parser.add_argument("--samples", type=int, default=2000)
-    parser.add_argument("--per-shard", type=int, default=250)
-    parser.add_argument("--batch-size", type=int, default=64)
-    args = parser.parse_args(argv)
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``wds-cloud demo``: run the demo and print what it did."""
+    if os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        from wds_cloud.errors import ConfigError
+
+        raise ConfigError(f"--dir {args.dir!r} exists and is not a directory")
     result = run_demo(args.dir, args.samples, args.per_shard, args.batch_size)
     print(
         f"wrote {result.samples_written} samples in {len(result.shards)} shards under {args.dir}/"
@@ -121,6 +120,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{result.samples_per_second:,.0f} samples/s"
     )
     return 0 if result.samples_read == result.samples_written else 1
+
+
+def register(sub: Any) -> None:
+    """Add ``demo`` to the ``wds-cloud`` subcommands ``sub``."""
+    from wds_cloud.cli.misc import positive_int as _positive
+
+    parser = sub.add_parser(
+        "demo",
+        help="write a small synthetic dataset and stream it back (see demo --help)",
+        description=__doc__,
+    )
+    parser.add_argument("--dir", default="wds_cloud_demo", help="where to write the shards")
+    parser.add_argument("--samples", type=_positive, default=2000)
+    parser.add_argument("--per-shard", type=_positive, default=250)
+    parser.add_argument("--batch-size", type=_positive, default=64)
+    parser.set_defaults(func=cmd_demo)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point (the same as ``wds-cloud demo``)."""
+    import sys
+
+    from wds_cloud.cli import main as cli_main
+
+    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

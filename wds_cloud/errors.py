@@ -18,15 +18,26 @@ tarfile.ReadError`` written for the ``webdataset`` package keeps working. Each c
 message as its only positional argument (PyTorch re-raises worker exceptions as
 ``type(message)``), and the structured fields as keywords; the message shown to the user
 already names the URL, byte offset and member.
+
+Credentials never reach the text: every message (and ``reason``) is passed through
+:func:`wds_cloud.redact.redact_text`, so a password or a presigned signature in a URL shows as
+``***``. The ``url`` attribute keeps the URL exactly as given, for programs that reopen it;
+print ``str(exc)``, never ``exc.url``, where people can see it.
 """
 
 from __future__ import annotations
 
 import tarfile
+from typing import Any
+
+from wds_cloud.redact import redact_text, redact_url
 
 
 class WdsCloudError(Exception):
-    """Root of every exception raised by wds_cloud."""
+    """Root of every exception raised by wds_cloud; its message is redacted."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(WdsCloudError, ValueError):
@@ -50,7 +61,7 @@ class MissingDependencyError(WdsCloudError, ImportError):
 def _context(url: str | None, offset: int | None, member: str | None) -> str:
     parts = []
     if url is not None:
-        parts.append(f"url={url!r}")
+        parts.append(f"url={redact_url(url)!r}")
     if offset is not None:
         parts.append(f"offset={offset}")
     if member is not None:
@@ -77,7 +88,7 @@ class ShardError(WdsCloudError):
         member: str | None = None,
     ) -> None:
         super().__init__(message + _context(url, offset, member))
-        self.reason = message
+        self.reason = redact_text(message)
         self.url = url
         self.offset = offset
         self.member = member
@@ -103,9 +114,9 @@ class SampleError(WdsCloudError, ValueError):
         if key is not None:
             where.append(f"key={key!r}")
         if url is not None:
-            where.append(f"url={url!r}")
+            where.append(f"url={redact_url(url)!r}")
         super().__init__(message + (f" [{', '.join(where)}]" if where else ""))
-        self.reason = message
+        self.reason = redact_text(message)
         self.url = url
         self.key = key
 
@@ -114,8 +125,8 @@ class UploadError(WdsCloudError, OSError):
     """Writing a shard to its destination failed; the partial upload was aborted."""
 
     def __init__(self, message: str, *, url: str | None = None) -> None:
-        super().__init__(message + (f" [url={url!r}]" if url is not None else ""))
-        self.reason = message
+        super().__init__(message + (f" [url={redact_url(url)!r}]" if url is not None else ""))
+        self.reason = redact_text(message)
         self.url = url
 
 
@@ -124,5 +135,5 @@ class DsortSpecError(WdsCloudError, ValueError):
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(f"{field}: {message}" if field else message)
-        self.reason = message
+        self.reason = redact_text(message)
         self.field = field

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from urllib.parse import parse_qsl, urlsplit
 
-import braceexpand
-
+from wds_cloud.braces import BracePattern, check_count, describe_count, parse_braces
+from wds_cloud.braces import max_urls as _max_urls
 from wds_cloud.errors import ConfigError
+from wds_cloud.redact import redact_url
 
 _ENV_VAR = re.compile(r"\$\{(\w+)\}")
 
@@ -28,34 +30,72 @@ def _substitute_env(url: str) -> str:
     return _ENV_VAR.sub(repl, url)
 
 
-def expand_urls(urls: str | Iterable[str]) -> list[str]:
+def _patterns(urls: str | Iterable[str]) -> list[str]:
+    if isinstance(urls, str):
+        return [p for p in urls.split("::") if p]
+    patterns = []
+    for u in urls:
+        if not isinstance(u, str):
+            raise ConfigError(f"shard URLs must be strings, got {type(u).__name__}: {u!r}")
+        patterns.append(u)
+    return patterns
+
+
+def iter_urls(urls: str | Iterable[str], *, max_urls: int | None = None) -> Iterator[str]:
+    """Expand a shard specification lazily: check everything first, then yield URL by URL.
+
+    Same syntax as :func:`expand_urls`. Every pattern is parsed and counted before anything is
+    generated, so a malformed or oversized specification fails here, at the call, in time
+    proportional to its length; the returned iterator then generates one URL at a time.
+
+    Args:
+        urls: a pattern string (``::`` separated) or a list of patterns.
+        max_urls: most URLs the brace patterns may expand to, all patterns together
+            (default: ``WDS_CLOUD_MAX_URLS``, else 1,000,000). Plain URLs are not counted.
+
+    Raises:
+        ConfigError: an empty specification, a malformed brace pattern, an unset variable, or
+            patterns that expand to more than ``max_urls`` URLs (the message gives the count).
+    """
+    limit = _max_urls(max_urls)
+    parsed: list[BracePattern | str] = []
+    total = 0
+    for pattern in _patterns(urls):
+        pattern = _substitute_env(pattern)
+        if "{" not in pattern and "}" not in pattern and "\\" not in pattern:
+            parsed.append(pattern)
+            continue
+        shown = redact_url(pattern)
+        braces = parse_braces(pattern, shown=shown)
+        check_count(braces, limit, shown=shown)
+        total += braces.count
+        if total > limit:
+            raise ConfigError(
+                f"the shard specification expands to more than {limit:,} URLs "
+                f"({describe_count(total)} so far, at {shown!r}); pass max_urls= or set "
+                "WDS_CLOUD_MAX_URLS to raise the limit"
+            )
+        parsed.append(braces)
+    if not parsed:
+        raise ConfigError(f"no shard URLs in {urls!r}")
+    return chain.from_iterable([p] if isinstance(p, str) else p for p in parsed)
+
+
+def expand_urls(urls: str | Iterable[str], *, max_urls: int | None = None) -> list[str]:
     """Expand a shard specification into a list of URLs.
 
     A string may hold several patterns separated by ``::``; each is brace-expanded
     (``shard-{000..009}.tar``) after ``${NAME}`` is replaced by the environment variable
     ``WDS_NAME`` (as in webdataset) or ``WDS_CLOUD_NAME``. Lists are expanded element-wise.
+    Patterns that would expand to more than ``max_urls`` URLs (default ``WDS_CLOUD_MAX_URLS``,
+    else 1,000,000) are refused before anything is generated; :func:`iter_urls` is the lazy
+    form.
 
     Raises:
-        ConfigError: an empty specification, a malformed brace pattern, an unset variable.
+        ConfigError: an empty specification, a malformed brace pattern, an unset variable, or
+            more URLs than ``max_urls``.
     """
-    if isinstance(urls, str):
-        patterns = [p for p in urls.split("::") if p]
-    else:
-        patterns = []
-        for u in urls:
-            if not isinstance(u, str):
-                raise ConfigError(f"shard URLs must be strings, got {type(u).__name__}: {u!r}")
-            patterns.append(u)
-    result: list[str] = []
-    for pattern in patterns:
-        pattern = _substitute_env(pattern)
-        try:
-            result.extend(braceexpand.braceexpand(pattern))
-        except Exception as exc:  # braceexpand raises its own error types
-            raise ConfigError(f"bad brace pattern in shard URL {pattern!r}: {exc}") from exc
-    if not result:
-        raise ConfigError(f"no shard URLs in {urls!r}")
-    return result
+    return list(iter_urls(urls, max_urls=max_urls))
 
 
 @dataclass(frozen=True)

@@ -33,3 +33,105 @@ def test_redact_url(url: str, shown: str) -> None:
 def test_mask() -> None:
     assert mask("secret") == "'***'"
     assert mask(None) == "None"
+
+
+def test_redact_text_finds_every_url() -> None:
+    from wds_cloud.redact import redact_text
+
+    text = (
+        "GET 'http://u:PW1@h/x.tar' failed; retry (https://h/y.tar?sig=SIG2), "
+        "then pipe:curl -s https://t:PW3@h/z?x-amz-security-token=TOK4."
+    )
+    shown = redact_text(text)
+    for secret in ("PW1", "SIG2", "PW3", "TOK4"):
+        assert secret not in shown
+    assert shown.endswith("x-amz-security-token=***.") and "(https://h/y.tar?sig=***)," in shown
+    assert redact_text("no urls: a:b@c") == "no urls: a:b@c"
+    assert redact_url("http://u:p@ss:w@host/x") == "http://u:***@host/x"
+
+
+def test_every_error_class_redacts_its_text() -> None:
+    import pickle
+
+    from wds_cloud.dsort import DsortJobError
+    from wds_cloud.errors import (
+        ConfigError,
+        DsortSpecError,
+        MissingDependencyError,
+        SampleError,
+        ShardNotFoundError,
+        ShardOpenError,
+        ShardReadError,
+        UnsupportedSchemeError,
+        UploadError,
+    )
+
+    url = "https://user:PWSECRET@h/x.tar?X-Amz-Signature=SIGSECRET"
+    errors = [
+        ConfigError(f"bad {url}"),
+        UnsupportedSchemeError(f"no opener for {url!r}"),
+        MissingDependencyError(f"need boto3 for {url}", extra="s3"),
+        ShardNotFoundError(f"missing {url}", url=url, offset=3, member="a.txt"),
+        ShardOpenError("denied", url=url),
+        ShardReadError(f"broken: {url}", url=url, offset=9),
+        SampleError(f"dup in {url}", url=url, key="k"),
+        UploadError(f"failed {url}", url=url),
+        DsortSpecError(f"bad {url}", field="input_bck"),
+        DsortJobError(f"failed {url}", job_id="srt-1"),
+    ]
+    for err in errors:
+        texts = [str(err), repr(err), str(getattr(err, "reason", "")), repr(err.args)]
+        texts.append(str(pickle.loads(pickle.dumps(err))))
+        for text in texts:
+            assert "PWSECRET" not in text and "SIGSECRET" not in text, (type(err), text)
+        assert "***" in str(err)
+    # the attribute keeps the URL as given, for programs
+    assert errors[3].url == url  # type: ignore[attr-defined]
+
+
+def test_config_reprs_mask_credentials() -> None:
+    from wds_cloud.openers.ais import AisConfig
+    from wds_cloud.openers.gcs_config import GcsConfig
+    from wds_cloud.openers.http import HttpConfig
+    from wds_cloud.openers.s3_config import S3Config
+
+    configs = [
+        S3Config(
+            endpoint_url="http://k:S1@h:1",
+            access_key_id="S2",
+            secret_access_key="S3",
+            session_token="S4",
+        ).resolve({}),
+        GcsConfig(credentials="/keys/S5.json", endpoint="http://k:S6@h:1").resolve({}),
+        HttpConfig(
+            headers={
+                "Authorization": "Bearer S7",
+                "Cookie": "S8",
+                "Proxy-Authorization": "S9",
+                "X-Amz-Security-Token": "S10",
+                "x-goog-api-client": "S11",
+                "X-Api-Token": "S12",
+                "Accept": "visible",
+            }
+        ),
+        AisConfig(endpoint="http://k:S13@h:1", token="S14"),
+    ]
+    for config in configs:
+        text = repr(config)
+        assert all(f"S{i}" not in text.replace("S3Config", "") for i in range(1, 15)), text
+        assert str(config) == text
+    assert "'Accept': 'visible'" in repr(configs[2])
+    assert "token='***'" in repr(configs[3]) and "secret_access_key='***'" in repr(configs[0])
+    assert "session_token=None" in repr(S3Config())
+
+
+def test_redacting_log_filter() -> None:
+    import logging
+
+    from wds_cloud.redact import RedactingFilter
+
+    record = logging.LogRecord(
+        "wds_cloud.x", logging.INFO, __file__, 1, "resuming %s at %d", ("http://u:PW@h/x", 5), None
+    )
+    assert RedactingFilter().filter(record)
+    assert record.getMessage() == "resuming http://u:***@h/x at 5"

@@ -1,19 +1,20 @@
 """``wds-cloud``: the command line (``python -m wds_cloud.cli`` works too).
 
 Subcommands: ``demo``, ``create``, ``ls``, ``cat``, ``stats``, ``verify``, ``preview``,
-``upload``, ``dsort-spec``, ``bench``. Each has ``--help``; those that report take ``--json``.
-Expected failures (a missing shard, a corrupt tar, a bad flag value) print one line
-``wds-cloud <command>: error: <message>`` on stderr and exit with 1 (2 for usage errors);
-``verify`` exits with 1 when it finds a corrupt shard.
+``upload``, ``uploads``, ``dsort-spec``, ``bench``. Each has ``--help``; those that report take
+``--json``. Every failure, expected or not, prints one line
+``wds-cloud <command>: error: <message>`` on stderr (credentials in URLs redacted, control
+characters escaped) and exits with 1; usage errors exit with 2, Ctrl-C with 130, a closed
+output pipe with 141. ``verify`` exits with 1 when it finds a corrupt shard. The global
+``--debug`` flag (before or after the subcommand) also prints the traceback and DEBUG log lines.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
-
-from wds_cloud.errors import WdsCloudError
 
 __all__ = ["build_parser", "main"]
 
@@ -23,39 +24,54 @@ def build_parser() -> argparse.ArgumentParser:
     from wds_cloud.cli.create import register as register_create
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
+    from wds_cloud.cli.uploads import register as register_uploads
+    from wds_cloud.demo import register as register_demo
 
     parser = argparse.ArgumentParser(
         prog="wds-cloud",
         description="Create, inspect, verify, upload and benchmark WebDataset shards "
         "(local, pipe:, http(s)://, s3://, gs://, ais://).",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    sub.add_parser(
-        "demo", help="write a small synthetic dataset and stream it back (see demo --help)"
+    parser.add_argument(
+        "--debug", action="store_true", help="on errors, also print the traceback; log DEBUG"
     )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    register_demo(sub)
     register_create(sub)
     register_shards(sub)
     register_misc(sub)
+    register_uploads(sub)
+    for command in sub.choices.values():
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0] == "demo":
-        from wds_cloud.demo import main as demo_main
+    from wds_cloud.cli.text import cli_logging, one_line
 
-        return demo_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(args_list)
-    try:
-        return int(args.func(args) or 0)
-    except (WdsCloudError, OSError, ValueError, LookupError) as exc:
-        if isinstance(exc, BrokenPipeError):
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    debug = bool(args.debug)
+    with cli_logging(debug):
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            print(f"wds-cloud {args.command}: interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:
             return 141
-        message = str(exc) or type(exc).__name__
-        print(f"wds-cloud {args.command}: error: {message}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"wds-cloud {args.command}: interrupted", file=sys.stderr)
-        return 130
+        except Exception as exc:
+            if debug:
+                print(shown_traceback(exc), file=sys.stderr, end="")
+            print(f"wds-cloud {args.command}: error: {one_line(exc)}", file=sys.stderr)
+            return 1
+
+
+def shown_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` (its causes included) with URLs redacted."""
+    from wds_cloud.redact import redact_text
+
+    return redact_text("".join(traceback.format_exception(exc)))

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from wds_cloud.cli.common import emit_json, shard_urls
+from wds_cloud.cli.text import redact_data, shown
 from wds_cloud.errors import ConfigError
 
 
@@ -21,9 +22,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
         progress=not args.quiet and sys.stderr.isatty(),
     )
     if args.json:
-        emit_json({"uploaded": urls})
+        emit_json(redact_data({"uploaded": urls}))
     else:
-        print(f"uploaded {len(urls)} shards to {args.dest}")
+        print(f"uploaded {len(urls)} shards to {shown(args.dest)}")
     return 0
 
 
@@ -63,7 +64,7 @@ def cmd_dsort_spec(args: argparse.Namespace) -> int:
     spec = DsortSpec(**fields)
     if args.output:
         path = spec.write(args.output)
-        print(f"wrote {path}")
+        print(f"wrote {shown(path)}")
     else:
         sys.stdout.write(spec.to_yaml() if args.format == "yaml" else spec.to_json())
     return 0
@@ -81,10 +82,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
             time.sleep(seconds)
 
     urls = shard_urls(args.spec)
+    workers = args.workers
+    if not args.resampled and workers > len(urls):
+        # every DataLoader worker reads whole shards: more workers than shards cannot start
+        workers = len(urls)
+        print(
+            f"wds-cloud bench: {len(urls)} shard(s): using {workers} worker(s) instead of "
+            f"{args.workers} (or pass --resampled)",
+            file=sys.stderr,
+        )
     result = bench_urls(
         urls,
         batch_size=args.batch_size,
-        num_workers=args.workers,
+        num_workers=workers,
         batches=args.batches,
         window=args.window,
         decode=args.decode,
@@ -95,17 +105,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
         resampled=args.resampled,
     )
     if args.json:
-        print(result.to_json())
+        emit_json(redact_data(result.to_dict()))
     else:
-        print(f"{len(urls)} shards, {args.workers} workers, batch size {args.batch_size}")
+        print(f"{len(urls)} shards, {workers} workers, batch size {args.batch_size}")
         print(result.table())
     return 0
 
 
-def _positive(value: str) -> int:
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1."""
     n = int(value)
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def _non_negative(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
     return n
 
 
@@ -114,14 +132,16 @@ def register(sub: Any) -> None:
     p = sub.add_parser("upload", help="upload local shards to s3://, gs://, ais:// or a directory")
     p.add_argument("files", nargs="+", help="local shard files")
     p.add_argument("dest", help="destination prefix (s3://bucket/prefix, gs://..., ais://...)")
-    p.add_argument("-j", "--concurrency", type=_positive, default=4, help="uploads in flight")
+    p.add_argument("-j", "--concurrency", type=positive_int, default=4, help="uploads in flight")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_upload)
 
     p = sub.add_parser("dsort-spec", help="build and validate an AIStore dSort spec")
     for name, typ in _DSORT_FLAGS:
-        p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ)
+        p.add_argument(
+            "--" + name.replace("_", "-"), dest=name, type=typ, required=name == "input_bck"
+        )
     p.add_argument("--input-objnames", nargs="+", help="explicit input object names")
     p.add_argument("--decreasing", action="store_true", help="sort in decreasing order")
     p.add_argument("--dry-run", action="store_true", help="spec's dry_run flag")
@@ -131,10 +151,15 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("bench", help="measure loader throughput on shards (samples/s, MB/s)")
     p.add_argument("spec", nargs="+", help="shard URLs, patterns, globs or prefixes")
-    p.add_argument("--workers", type=int, default=4, help="DataLoader workers")
-    p.add_argument("--batch-size", type=_positive, default=64)
-    p.add_argument("--batches", type=_positive, help="stop after N batches (default: one pass)")
-    p.add_argument("--window", type=_positive, default=100, help="batches per timed window")
+    p.add_argument(
+        "--workers",
+        type=_non_negative,
+        default=4,
+        help="DataLoader workers (at most one per shard)",
+    )
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--batches", type=positive_int, help="stop after N batches (default: one pass)")
+    p.add_argument("--window", type=positive_int, default=100, help="batches per timed window")
     p.add_argument("--decode", help="decode spec, e.g. rgb8, torchrgb, pil (default: none)")
     p.add_argument("--fields", help="fields to deliver, e.g. 'jpg;png cls' (default: dicts)")
     p.add_argument("--shuffle-buffer", type=int, default=1000)

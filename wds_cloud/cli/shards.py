@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from wds_cloud.cli.common import emit_json, percentile, progress, shard_urls
+from wds_cloud.cli.text import printable, redact_data, shown
 from wds_cloud.errors import SampleError, ShardError, ShardNotFoundError
 
 
@@ -34,21 +35,22 @@ def cmd_ls(args: argparse.Namespace) -> int:
     urls = shard_urls(args.spec)
     if not args.samples:
         if args.json:
-            emit_json({"shards": urls})
+            emit_json(redact_data({"shards": urls}))
         else:
-            print("\n".join(urls))
+            for url in urls:
+                print(shown(url))
         return 0
     listing = []
     for url in urls:
         samples = [{"key": key, "files": sizes} for key, sizes in _sample_sizes(url)]
         listing.append({"url": url, "samples": samples})
         if not args.json:
-            print(f"{url}  ({len(samples)} samples)")
+            print(f"{shown(url)}  ({len(samples)} samples)")
             for s in samples:
-                files = "  ".join(f"{ext}:{size}" for ext, size in s["files"].items())
-                print(f"  {s['key']}  {files}")
+                files = "  ".join(f"{printable(ext)}:{size}" for ext, size in s["files"].items())
+                print(f"  {printable(s['key'])}  {files}")
     if args.json:
-        emit_json({"shards": listing})
+        emit_json(redact_data({"shards": listing}))
     return 0
 
 
@@ -103,7 +105,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"bytes    {result['bytes']}")
     print("extensions")
     for ext, n in result["extensions"].items():
-        print(f"  {ext:<12} {n}")
+        print(f"  {printable(ext):<12} {n}")
     dist = result["sample_size"]
     print(
         f"sample size (bytes)  min {dist['min']}  median {dist['median']}  "
@@ -156,15 +158,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     ]
     bad = [r for r in reports if not r["ok"]]
     if args.json:
-        emit_json({"shards": len(reports), "corrupt": len(bad), "reports": reports})
+        emit_json(redact_data({"shards": len(reports), "corrupt": len(bad), "reports": reports}))
     else:
         for r in reports:
             for w in r["warnings"]:
-                print(f"WARNING {r['url']}  offset={w['offset']}  {w['warning']}")
+                print(f"WARNING {shown(r['url'])}  offset={w['offset']}  {shown(w['warning'])}")
         for r in bad:
             print(
-                f"CORRUPT {r['url']}  offset={r['offset']}  member={r['member']}  "
-                f"{r['type']}: {r['error']}"
+                f"CORRUPT {shown(r['url'])}  offset={r['offset']}  member={shown(r['member'])}  "
+                f"{r['type']}: {shown(r['error'])}"
             )
         good = sum(r["samples"] for r in reports if r["ok"])
         print(f"{len(reports) - len(bad)} of {len(reports)} shards OK ({good} samples)")
@@ -182,9 +184,9 @@ def cmd_preview(args: argparse.Namespace) -> int:
         thumb=args.thumb,
     )
     if args.json:
-        emit_json(sheet.to_dict())
+        emit_json(redact_data(sheet.to_dict()))
     else:
-        print(f"wrote {sheet.path}: {sheet.images} images, {sheet.width}x{sheet.height} px")
+        print(f"wrote {shown(sheet.path)}: {sheet.images} images, {sheet.width}x{sheet.height} px")
     return 0
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from wds_cloud.core.shuffle import buffer_shuffle, stable_seed
 from wds_cloud.errors import ConfigError
+from wds_cloud.redact import redact_url
 from wds_cloud.urls import expand_urls
 
 
@@ -111,7 +112,7 @@ class SimpleShardList:
             yield {"url": url}
 
     def __repr__(self) -> str:
-        return f"SimpleShardList({len(self.urls)} shards, first={self.urls[0]!r})"
+        return f"SimpleShardList({len(self.urls)} shards, first={redact_url(self.urls[0])!r})"
 
 
 class ResampledShards:

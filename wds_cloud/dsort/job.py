@@ -1,7 +1,13 @@
-"""Starting, waiting for and aborting dSort jobs through the ``aistore`` SDK (``extra: ais``)."""
+"""Starting, waiting for and aborting dSort jobs through the ``aistore`` SDK (``extra: ais``).
+
+Unless a ``client`` is given, requests go through the AIStore opener's client
+(:class:`~wds_cloud.openers.ais.AisOpener`), so its configuration applies: the AuthN token
+(``AisConfig.token`` or ``AIS_AUTHN_TOKEN``), timeouts and retries.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -10,11 +16,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wds_cloud.dsort.spec import DsortSpec, load_spec
 from wds_cloud.dsort.validate import validate
-from wds_cloud.errors import ConfigError, DsortSpecError, MissingDependencyError, WdsCloudError
+from wds_cloud.errors import ConfigError, DsortSpecError, WdsCloudError
+from wds_cloud.redact import redact_text
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.ais import AisConfig
 
 
 class DsortJobError(WdsCloudError, RuntimeError):
@@ -29,7 +39,7 @@ class DsortJobError(WdsCloudError, RuntimeError):
         self, message: str, *, job_id: str | None = None, result: DsortResult | None = None
     ) -> None:
         super().__init__(message + (f" [job={job_id}]" if job_id else ""))
-        self.reason = message
+        self.reason = redact_text(message)
         self.job_id = job_id
         self.result = result
 
@@ -73,17 +83,21 @@ class DsortResult:
     targets: int = 0
 
 
-def _client(client: Any, endpoint: str | None) -> Any:
+def _client(client: Any, endpoint: str | None, config: AisConfig | None = None) -> Any:
+    """The SDK client: the one given, else the AIStore opener's (token, timeouts, retries)."""
     if client is not None:
         return client
-    try:
-        from aistore.sdk import Client
-    except ImportError as exc:
-        raise MissingDependencyError("dSort needs the aistore SDK", extra="ais") from exc
-    endpoint = endpoint or os.environ.get("AIS_ENDPOINT")
-    if not endpoint:
-        raise ConfigError("no AIStore endpoint: pass endpoint= or client=, or set AIS_ENDPOINT")
-    return Client(endpoint)
+    from wds_cloud.openers.ais import AisConfig, AisOpener
+
+    if config is None:
+        if not (endpoint or os.environ.get("AIS_ENDPOINT")):
+            raise ConfigError(
+                "no AIStore endpoint: pass endpoint=, config= or client=, or set AIS_ENDPOINT"
+            )
+        config = AisConfig(endpoint=endpoint)
+    elif endpoint:
+        config = dataclasses.replace(config, endpoint=endpoint)
+    return AisOpener(config).client()
 
 
 def _translate(exc: Exception, job_id: str | None, action: str) -> Exception:
@@ -117,6 +131,7 @@ def start(
     spec: DsortSpec | Mapping[str, Any] | str | os.PathLike[str],
     client: Any = None,
     endpoint: str | None = None,
+    config: AisConfig | None = None,
 ) -> str:
     """Validates a spec and starts the dSort job through the AIStore SDK.
 
@@ -124,8 +139,10 @@ def start(
 
     Args:
         spec: a :class:`DsortSpec`, a spec dict, or a path to a JSON/YAML spec file.
-        client: an ``aistore.sdk.Client``; by default one is made for ``endpoint``.
-        endpoint: the AIStore URL (default: ``AIS_ENDPOINT``).
+        client: an ``aistore.sdk.Client``; by default the AIStore opener's client is used.
+        endpoint: the AIStore URL (default: ``config``'s, else ``AIS_ENDPOINT``).
+        config: an :class:`~wds_cloud.openers.ais.AisConfig` (token, timeouts, retries);
+            default: one from the environment (``AIS_ENDPOINT``, ``AIS_AUTHN_TOKEN``).
 
     Returns:
         The job id (``srt-...``).
@@ -142,7 +159,7 @@ def start(
         data = load_spec(spec)
     else:
         data = validate(spec)
-    ais = _client(client, endpoint)
+    ais = _client(client, endpoint, config)
     with tempfile.TemporaryDirectory(prefix="wds-dsort-") as tmp:
         path = Path(tmp) / "spec.json"
         path.write_text(json.dumps(data), encoding="utf-8")
@@ -153,14 +170,19 @@ def start(
     return str(job_id).strip()
 
 
-def abort(job_id: str, client: Any = None, endpoint: str | None = None) -> None:
-    """Aborts a running dSort job.
+def abort(
+    job_id: str,
+    client: Any = None,
+    endpoint: str | None = None,
+    config: AisConfig | None = None,
+) -> None:
+    """Aborts a running dSort job (``client``, ``endpoint``, ``config`` as for :func:`start`).
 
     Raises:
         DsortJobError: unknown job or the request failed.
     """
     try:
-        _client(client, endpoint).dsort(job_id).abort()
+        _client(client, endpoint, config).dsort(job_id).abort()
     except _sdk_errors() as exc:
         raise _translate(exc, job_id, "abort") from exc
 
@@ -214,6 +236,7 @@ def wait(
     client: Any = None,
     endpoint: str | None = None,
     poll_interval: float = 1.0,
+    config: AisConfig | None = None,
 ) -> DsortResult:
     """Polls a job until it finishes, showing created/to-create shards in a tqdm bar.
 
@@ -221,9 +244,10 @@ def wait(
         job_id: the id returned by :func:`start`.
         timeout: seconds to wait before giving up (the job keeps running).
         progress: show a progress bar on stderr.
-        client: an ``aistore.sdk.Client``; by default one is made for ``endpoint``.
-        endpoint: the AIStore URL (default: ``AIS_ENDPOINT``).
+        client: an ``aistore.sdk.Client``; by default the AIStore opener's client is used.
+        endpoint: the AIStore URL (default: ``config``'s, else ``AIS_ENDPOINT``).
         poll_interval: seconds between status requests.
+        config: an :class:`~wds_cloud.openers.ais.AisConfig`, as for :func:`start`.
 
     Returns:
         The job summary, on success.
@@ -235,7 +259,7 @@ def wait(
     """
     from tqdm.auto import tqdm
 
-    dsort = _client(client, endpoint).dsort(job_id)
+    dsort = _client(client, endpoint, config).dsort(job_id)
     deadline = time.monotonic() + timeout
     with tqdm(desc=f"dSort {job_id}", unit="shard", total=None, disable=not progress) as bar:
         while True:

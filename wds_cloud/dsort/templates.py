@@ -190,9 +190,19 @@ def expand_template(text: str) -> list[str]:
     """Expands a bounded template into names exactly as the dSort server does.
 
     Raises:
-        DsortSpecError: malformed or unbounded template.
+        DsortSpecError: malformed or unbounded template, or more names than
+            ``WDS_CLOUD_MAX_URLS`` (default 1,000,000).
     """
+    from wds_cloud.braces import ENV_MAX_URLS, max_urls
+
     tpl = parse_template(text, field="template")
     if not tpl.bounded:
         raise DsortSpecError(f"template {text!r} has no bounded range", field="template")
+    limit = max_urls()
+    if tpl.count > limit:
+        raise DsortSpecError(
+            f"template {text!r} expands to {tpl.count:,} names, more than the limit of "
+            f"{limit:,} (set {ENV_MAX_URLS} to raise it)",
+            field="template",
+        )
     return list(tpl.names())

@@ -102,6 +102,11 @@ class AisConfig:
     page_size: int | None = None
     part_size: int | None = None
 
+    def __repr__(self) -> str:
+        from wds_cloud.redact import config_repr
+
+        return config_repr(self, secrets=("token",))
+
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)

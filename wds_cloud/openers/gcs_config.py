@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.redact import config_repr
 
 _ENV_PREFIX = "WDS_CLOUD_GCS_"
 _TRUE = {"1", "true", "yes", "on"}
@@ -62,6 +63,9 @@ class GcsConfig:
     connect_timeout: float | None = None
     read_timeout: float | None = None
     page_size: int | None = None
+
+    def __repr__(self) -> str:
+        return config_repr(self, secrets=("credentials",))
 
     def resolve(self, environ: Mapping[str, str] | None = None) -> GcsConfig:
         """Return a copy with every field filled from the environment or the defaults.

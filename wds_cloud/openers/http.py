@@ -67,6 +67,11 @@ class HttpConfig:
     headers: dict[str, str] = field(default_factory=dict)
     max_redirects: int = 10
 
+    def __repr__(self) -> str:
+        from wds_cloud.redact import config_repr
+
+        return config_repr(self, headers=("headers",))
+
     def resolved(self) -> HttpConfig:
         """A copy with every None field filled from the environment or the default."""
         return replace(

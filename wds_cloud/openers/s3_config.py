@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.redact import config_repr
 
 MIN_PART_SIZE = 5 << 20
 
@@ -109,6 +110,9 @@ class S3Config:
     access_key_id: str | None = None
     secret_access_key: str | None = None
     session_token: str | None = None
+
+    def __repr__(self) -> str:
+        return config_repr(self, secrets=("access_key_id", "secret_access_key", "session_token"))
 
     def resolve(self, environ: dict[str, str] | None = None) -> S3Config:
         """Fill every ``None`` field from the environment, then the defaults.

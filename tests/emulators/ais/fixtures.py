@@ -6,8 +6,9 @@ In a ``conftest.py``::
 
 ``ais_emulator`` yields a started :class:`~tests.emulators.ais.server.AisEmulator` (``.url``,
 ``.store``, ``.register_etl(name, url)``, ``.register_etl_image(image, url)``,
-``.cut_after(n)``, ``.requests``) and stops it afterwards. ``ais_client`` is an ``aistore``
-SDK ``Client`` for it with retries off (``no_retry_config()``), so error paths fail at once.
+``.cut_after(n)``, ``.requests``, ``.authorizations``, ``.required_token``) and stops it
+afterwards. ``ais_client`` is an ``aistore`` SDK ``Client`` for it with retries off
+(``no_retry_config()``), so error paths fail at once.
 """
 
 from __future__ import annotations

@@ -104,9 +104,13 @@ class AisHandler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         body = self._read_body()
-        self.emu.record(method, parts.path, query, self.headers.get("Range"))
+        auth = self.headers.get("Authorization")
+        self.emu.record(method, parts.path, query, self.headers.get("Range"), auth)
         self._method = method
         try:
+            token = self.emu.required_token
+            if token is not None and auth != f"Bearer {token}":
+                raise HttpError(401, "token required" if auth is None else "invalid token")
             if not parts.path.startswith("/v1/"):
                 raise HttpError(404, f"invalid route {parts.path!r}")
             self._route(method, parts.path[4:], query, body)

@@ -59,6 +59,11 @@ class AisEmulator:
         self._thread: threading.Thread | None = None
         #: (method, path, query, Range header or None) of every request, for tests.
         self.requests: list[tuple[str, str, dict[str, str], str | None]] = []
+        #: the ``Authorization`` header of every request (None when absent), in request order.
+        self.authorizations: list[str | None] = []
+        #: set it to play a cluster with AuthN on: requests without ``Authorization: Bearer
+        #: <token>`` are refused with 401, as AIStore does.
+        self.required_token: str | None = None
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> AisEmulator:
@@ -125,7 +130,15 @@ class AisEmulator:
         with self._lock:
             return sum(c.times for c in self._cuts)
 
-    def record(self, method: str, path: str, query: dict[str, str], rng: str | None) -> None:
+    def record(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        rng: str | None,
+        authorization: str | None = None,
+    ) -> None:
         """Used by the handler to log a request."""
         with self._lock:
             self.requests.append((method, path, dict(query), rng))
+            self.authorizations.append(authorization)
