@@ -240,7 +240,7 @@ def test_truncated_archives_yield_complete_files_then_raise(
                 warnings: list[int] = []
                 with _stream(how, path, data, sizes) as stream:
                     got, exc = _read_until_error(
-                        stream, arch.bufsize, on_warning=lambda m, o: warnings.append(o)
+                        stream, arch.bufsize, on_warning=lambda m, o, w=warnings: w.append(o)
                     )
                 want_exc = None if whole or clean else ShardReadError
                 warned = bool(warnings) == (clean and not whole)
@@ -262,7 +262,7 @@ def _clean_cuts(arch: Archive) -> set[int]:
     for before, header in zip([None, *headers], headers, strict=False):
         if before is not None and arch.tar[before + 156] not in b"xXL":
             clean.add(header)
-    for (_, data), end in zip(arch.members, arch.data_ends, strict=True):
+    for end in arch.data_ends:
         clean.update(range(end, end + (-end % 512) + 1))
     return {c for c in clean if c <= arch.end}
 
