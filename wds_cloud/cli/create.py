@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from wds_cloud.cli.common import emit_json
+from wds_cloud.cli.text import redact_data, shown
 from wds_cloud.errors import ConfigError, SampleError, WdsCloudError
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import url_scheme
@@ -168,11 +169,11 @@ def cmd_create(args: argparse.Namespace) -> int:
         bar.close()
     shards = list(sink.shards)
     if args.json:
-        emit_json({"samples": count, "shards": shards})
+        emit_json(redact_data({"samples": count, "shards": shards}))
     else:
         print(f"wrote {count} samples into {len(shards)} shards")
         for url in shards:
-            print(f"  {url}")
+            print(f"  {shown(url)}")
     return 0
 
 

@@ -25,6 +25,7 @@ from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.tar import Warn, iter_tar
 from wds_cloud.errors import SampleError, ShardError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def _shard_samples(
         # webdataset drops these silently; we keep its grouping but say so.
         log.warning(
             "%s: skipped %d member(s) whose names have no sample key (e.g. %r)",
-            url,
+            redact_url(url),
             len(unkeyed),
             unkeyed[0],
         )

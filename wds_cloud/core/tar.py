@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from wds_cloud.errors import ShardReadError
+from wds_cloud.redact import redact_url
 
 BLOCK = 512
 DEFAULT_BUFSIZE = 4 << 20
@@ -326,7 +327,7 @@ def iter_tar(
     if on_warning is None:
 
         def on_warning(message: str, offset: int) -> None:
-            log.warning("%s [url=%r, offset=%d]", message, url, offset)
+            log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
 
     try:
         yield from _members(source, url, concatenated, skip, on_warning)

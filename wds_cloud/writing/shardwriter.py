@@ -17,6 +17,7 @@ from typing import Any
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.writer import warn_discarded
+from wds_cloud.redact import redact_url
 from wds_cloud.writing.compression import wants_gzip
 from wds_cloud.writing.tarwriter import SampleFormatter, TarWriter
 from wds_cloud.writing.upload import abort_quietly
@@ -165,7 +166,9 @@ class ShardWriter:
     def _open(self) -> None:
         name = self.pattern % self.shard
         if self.verbose:
-            print(f"# writing {name} (total {self.total} samples so far)", file=sys.stderr)
+            print(
+                f"# writing {redact_url(name)} (total {self.total} samples so far)", file=sys.stderr
+            )
         if self.opener is not None:
             stream = self.opener(name)
             try:
