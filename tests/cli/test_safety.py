@@ -66,6 +66,13 @@ def test_verify_shell_expanded_name_is_a_path(evil_dir: Path) -> None:
     assert not (evil_dir / "PWNED").exists()
 
 
+def test_cat_of_an_existing_file_named_like_a_command_reads_it(evil_dir: Path) -> None:
+    out = run_cli("cat", EVIL, "a.txt", cwd=evil_dir)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "text a"
+    assert not (evil_dir / "PWNED").exists()
+
+
 def test_existing_directory_named_like_a_command_is_listed(evil_dir: Path) -> None:
     folder = evil_dir / "pipe:touch PWNED-DIR"
     folder.mkdir()

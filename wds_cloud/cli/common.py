@@ -19,8 +19,6 @@ def shard_urls(specs: Iterable[str]) -> list[str]:
     existing file runs a command.
     """
     from wds_cloud.listing import list_pattern, list_shards
-    from wds_cloud.openers.local import is_file_url
-    from wds_cloud.openers.registry import url_scheme
 
     urls: list[str] = []
     for spec in specs:
@@ -29,9 +27,20 @@ def shard_urls(specs: Iterable[str]) -> list[str]:
         elif os.path.isdir(spec):
             urls.extend(list_pattern(os.path.join(os.path.abspath(spec), "")))
         else:
-            plain = url_scheme(spec) == "file" and not is_file_url(spec)
-            urls.append(spec if plain else os.path.abspath(spec))
+            urls.append(shard_url(spec))
     return urls
+
+
+def shard_url(spec: str) -> str:
+    """One shard argument as a URL: an existing file is a path (never a command), see
+    :func:`shard_urls`; anything else is the URL as written."""
+    from wds_cloud.openers.local import is_file_url
+    from wds_cloud.openers.registry import url_scheme
+
+    if spec == "-" or not os.path.lexists(spec) or os.path.isdir(spec):
+        return spec
+    plain = url_scheme(spec) == "file" and not is_file_url(spec)
+    return spec if plain else os.path.abspath(spec)
 
 
 def progress(items: Iterable[Any], *, total: int | None, desc: str, enabled: bool) -> Iterator[Any]:

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from wds_cloud.cli.common import emit_json, percentile, progress, shard_urls
+from wds_cloud.cli.common import emit_json, percentile, progress, shard_url, shard_urls
 from wds_cloud.cli.text import printable, redact_data, shown
 from wds_cloud.errors import SampleError, ShardError, ShardNotFoundError
 
@@ -60,9 +60,10 @@ def cmd_cat(args: argparse.Namespace) -> int:
     from wds_cloud.openers.registry import open_url
 
     want_key, want_ext = base_plus_ext(args.member)
-    stream = open_url(args.url)
+    url = shard_url(args.url)
+    stream = open_url(url)
     try:
-        for name, data in iter_tar(stream, url=args.url):
+        for name, data in iter_tar(stream, url=url):
             if name == args.member or (
                 want_key is not None
                 and base_plus_ext(name) == (want_key, want_ext.lower() if want_ext else None)
