@@ -4,6 +4,7 @@ stalls fail within the bound."""
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from tests.s3.conftest import make_config
 from tests.support.netfaults import NetCase, NetFaultContract
 from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3_read import raw_body
 
 pytestmark = pytest.mark.s3
 
@@ -70,3 +72,18 @@ def test_prefetch_with_default_chunks_and_4mib_closes(
             digest.update(chunk)
     assert digest.digest() == hashlib.sha256(data).digest()
     assert proxy.cuts >= 5
+
+
+def test_body_without_a_urllib3_response_is_read_in_small_pieces() -> None:
+    # botocore's StreamingBody over something that is not a urllib3 response (another
+    # botocore layout, a test double): 64 KiB reads bound what a reset could cost.
+    from botocore.response import StreamingBody
+
+    data = os.urandom(300_000)
+    body = raw_body(StreamingBody(io.BytesIO(data), len(data)))
+    pieces = []
+    while piece := body.read1(1 << 20):
+        pieces.append(piece)
+    body.close()
+    assert b"".join(pieces) == data
+    assert max(len(p) for p in pieces) == 1 << 16

@@ -19,6 +19,7 @@ from wds_cloud.openers.resume import NETWORK_ERRORS, Body, Opened, RetryableErro
 try:
     import botocore.exceptions as bexc
     import urllib3.exceptions as u3exc
+    import urllib3.response as u3response
 except ImportError:  # pragma: no cover - exercised only without the extra
     bexc = None
 
@@ -94,11 +95,13 @@ def raw_body(streaming_body: Any) -> Body:
 
     botocore's ``StreamingBody`` offers only ``read(n)``, which loops until ``n`` bytes and drops
     them on a reset. Its urllib3 response sits in the private ``_raw_stream`` attribute (checked
-    with botocore 1.29 to 1.44.5); it is read with urllib3's public ``read1``. Without it, small
-    reads keep the loss per reset bounded. The content length is checked by the read loop.
+    with botocore 1.29 to 1.44.5); when that is a urllib3 2.x response it is read with urllib3's
+    public ``read1``. Otherwise small reads keep the loss per reset bounded. The content length
+    is checked by the read loop.
     """
     raw = getattr(streaming_body, "_raw_stream", None)
-    if raw is not None and hasattr(raw, "read1"):
+    base = getattr(u3response, "BaseHTTPResponse", None)  # urllib3 >= 2.0 (has read1)
+    if base is not None and isinstance(raw, base):
         return Urllib3Body(raw)
     return _SmallReads(streaming_body)
 
