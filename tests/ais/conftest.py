@@ -14,6 +14,7 @@ import pytest
 
 from tests.emulators.ais.fixtures import ais_client, ais_emulator  # noqa: F401
 from tests.emulators.ais.server import AisEmulator
+from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
 from wds_cloud.openers.ais import AisOpener
 
 ETL_NAME = "upper-etl"

@@ -37,6 +37,17 @@ def test_defaults_and_normalisation(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (cfg.retries, cfg.backoff, cfg.page_size, cfg.part_size) == (3, 0.5, 0, 16 << 20)
 
 
+def test_stall_timeout_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WDS_CLOUD_AIS_STALL_TIMEOUT", raising=False)
+    assert AisConfig(endpoint="http://x").stall_timeout == 60
+    monkeypatch.setenv("WDS_CLOUD_AIS_STALL_TIMEOUT", "30")
+    assert AisConfig(endpoint="http://x").stall_timeout == 30
+    assert AisConfig(endpoint="http://x", stall_timeout=5).stall_timeout == 5
+    monkeypatch.setenv("WDS_CLOUD_AIS_STALL_TIMEOUT", "0")
+    with pytest.raises(ConfigError, match="WDS_CLOUD_AIS_STALL_TIMEOUT"):
+        AisConfig(endpoint="http://x")
+
+
 def test_bad_config() -> None:
     with pytest.raises(ConfigError, match="http"):
         AisConfig(endpoint="ais.example:8080")

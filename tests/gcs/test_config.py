@@ -59,6 +59,12 @@ def test_prefixed_env_beats_sdk_env_and_args_beat_both(monkeypatch: pytest.Monke
     assert (cfg.endpoint, cfg.retries, cfg.anonymous) == ("https://arg:3", 1, False)
 
 
+def test_stall_timeout_from_env_and_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WDS_CLOUD_GCS_STALL_TIMEOUT", "45")
+    assert GcsOpener().config.stall_timeout == 45
+    assert GcsOpener(stall_timeout=5).config.stall_timeout == 5
+
+
 def test_env_is_read_at_construction_not_later(monkeypatch: pytest.MonkeyPatch) -> None:
     opener = GcsOpener()
     monkeypatch.setenv("WDS_CLOUD_GCS_PAGE_SIZE", "7")
@@ -74,6 +80,8 @@ def test_env_is_read_at_construction_not_later(monkeypatch: pytest.MonkeyPatch) 
         ("WDS_CLOUD_GCS_CHUNK_SIZE", "1000", "multiple of 262144"),
         ("WDS_CLOUD_GCS_READ_TIMEOUT", "soon", "not a number"),
         ("WDS_CLOUD_GCS_PAGE_SIZE", "0", "must be positive"),
+        ("WDS_CLOUD_GCS_STALL_TIMEOUT", "0", "WDS_CLOUD_GCS_STALL_TIMEOUT must be > 0"),
+        ("WDS_CLOUD_GCS_STALL_TIMEOUT", "never", "not a number of seconds"),
     ],
 )
 def test_bad_env_values_name_the_variable(

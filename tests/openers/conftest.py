@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
 from tests.support.http_server import HttpFileServer
 
 

@@ -137,7 +137,7 @@ def test_connection_refused() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/x.tar"
-    with pytest.raises(ShardOpenError, match="cannot connect after 2 attempts") as info:
+    with pytest.raises(ShardOpenError, match=r"giving up after 1 retries .*cannot connect") as info:
         _opener(retries=1).open(url)
     assert isinstance(info.value.__cause__, ConnectionRefusedError)
 
@@ -165,9 +165,14 @@ def test_config_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WDS_CLOUD_HTTP_TIMEOUT", "7.5")
     monkeypatch.setenv("WDS_CLOUD_HTTP_RETRIES", "9")
     monkeypatch.setenv("WDS_CLOUD_HTTP_BACKOFF", "0.01")
+    monkeypatch.setenv("WDS_CLOUD_HTTP_STALL_TIMEOUT", "30")
     config = OpenerRegistry().get("http").config
     assert (config.timeout, config.retries, config.backoff) == (7.5, 9, 0.01)
+    assert config.stall_timeout == 30
     assert HttpOpener(retries=1).config.retries == 1
+    monkeypatch.setenv("WDS_CLOUD_HTTP_STALL_TIMEOUT", "0")
+    with pytest.raises(ConfigError, match="WDS_CLOUD_HTTP_STALL_TIMEOUT"):
+        HttpOpener()
     monkeypatch.setenv("WDS_CLOUD_HTTP_TIMEOUT", "soon")
     with pytest.raises(ConfigError, match="WDS_CLOUD_HTTP_TIMEOUT"):
         HttpOpener()

@@ -29,6 +29,7 @@ def test_precedence() -> None:
         "WDS_CLOUD_S3_PREFETCH": "4",
         "WDS_CLOUD_S3_REQUESTER_PAYS": "yes",
         "WDS_CLOUD_S3_READ_TIMEOUT": "2.5",
+        "WDS_CLOUD_S3_STALL_TIMEOUT": "30",
     }
     cfg = S3Config().resolve(env)
     assert cfg.endpoint_url == "http://s3specific:2"
@@ -37,6 +38,7 @@ def test_precedence() -> None:
     assert cfg.prefetch == 4
     assert cfg.requester_pays is True
     assert cfg.read_timeout == 2.5
+    assert cfg.stall_timeout == 30
     assert cfg.addressing_style == "path"  # custom endpoint
     env["WDS_CLOUD_S3_ENDPOINT_URL"] = "http://wds:3"
     assert S3Config().resolve(env).endpoint_url == "http://wds:3"
@@ -63,6 +65,8 @@ def test_opener_reads_environment_at_construction(monkeypatch: pytest.MonkeyPatc
         ({"WDS_CLOUD_S3_MULTIPART_CHUNKSIZE": "1000"}, "at least 5 MiB"),
         ({"WDS_CLOUD_S3_ADDRESSING_STYLE": "sideways"}, "addressing_style"),
         ({"WDS_CLOUD_S3_PREFETCH": "-1"}, "prefetch"),
+        ({"WDS_CLOUD_S3_STALL_TIMEOUT": "0"}, "stall_timeout"),
+        ({"WDS_CLOUD_S3_STALL_TIMEOUT": "later"}, "WDS_CLOUD_S3_STALL_TIMEOUT"),
     ],
 )
 def test_bad_values(env: dict[str, str], match: str) -> None:

@@ -99,3 +99,28 @@ def test_drop_connections_cuts_live_ones(http_port: int) -> None:
             resp.read()  # the second half is never sent before the drop
         conn.close()
         assert proxy.cuts == 1
+
+
+def test_stall_for_a_while_then_delivers_everything(http_port: int) -> None:
+    with FaultyProxy(http_port, stall_after=10_000, stall_for=0.3) as proxy:
+        assert _get(proxy.port) == BODY
+        assert proxy.stalls == 1
+        assert proxy.cuts == 0
+
+
+def test_stall_forever_until_the_client_gives_up(http_port: int) -> None:
+    with FaultyProxy(http_port, stall_after=10_000) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=0.3)
+        conn.request("GET", "/x")
+        resp = conn.getresponse()
+        with pytest.raises(TimeoutError):
+            resp.read()  # the proxy forwards 10 000 bytes, then nothing
+        conn.close()
+        assert proxy.stalls == 1
+        proxy.set_fault()  # later connections pass
+        assert _get(proxy.port) == BODY
+
+
+def test_cut_and_stall_are_exclusive(http_port: int) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        FaultyProxy(http_port, cut_after=1, stall_after=1)

@@ -1,22 +1,28 @@
-"""A fault-injecting TCP proxy for tests: cut connections after N response bytes.
+"""A fault-injecting TCP proxy for tests: cut or stall connections after N response bytes.
 
 :class:`FaultyProxy` listens on ``127.0.0.1`` (a free port chosen by the OS) and forwards every
-connection to ``target_host:target_port``. It can cut a connection (close both sides, or reset
-it) once ``cut_after`` bytes of *response* (server -> client) have been forwarded on it:
+connection to ``target_host:target_port``. Once ``cut_after`` bytes of *response* (server ->
+client) have been forwarded on a connection it can cut it: an orderly close, or with
+``reset=True`` a TCP reset (``SO_LINGER`` 0: the client's next read fails with
+``ConnectionResetError``). With ``stall_after`` instead, it stops forwarding on that connection
+(the connection stays open, nothing more arrives) for ``stall_for`` seconds, then carries on;
+``stall_for=None`` stalls until the client gives up and closes, or the proxy stops. Either fault
+applies:
 
 - for the first ``first`` connections only (``FaultyProxy(port, cut_after=N, first=k)``), or
 - for every connection whose request bytes match a rule (``match=b"GET /bucket/shard"``, or a
   callable ``(conn_index, request_head) -> bool`` evaluated when the first response bytes
   arrive; ``request_head`` is what the client sent on that connection so far, up to 64 KiB).
 
-With neither ``first`` nor ``match`` every connection is cut. ``cut_after=None`` never cuts.
+With neither ``first`` nor ``match`` every connection is hit. ``cut_after=None`` and
+``stall_after=None`` (the default) never interfere.
 The rule can be changed while the proxy runs with :meth:`FaultyProxy.set_fault`, and
 :meth:`FaultyProxy.drop_connections` cuts every live connection at once. The rule is decided
 once per connection, when its first response bytes arrive (keep-alive connections carrying
 several requests are judged by their first one).
 
 Counters (thread-safe reads): ``connections`` (accepted so far), ``cuts`` (connections cut),
-``bytes_forwarded`` (server -> client, all connections).
+``stalls`` (connections stalled), ``bytes_forwarded`` (server -> client, all connections).
 
 Usage::
 
@@ -57,21 +63,26 @@ class _Conn:
         self.sent = 0
         self.decided = False
         self.limit: int | None = None
+        self.stall = False  # at ``limit``: stall (True) or cut (False)
         self.closed = False
+        self.gone = threading.Event()  # the client went away or the proxy stopped
         self.lock = threading.Lock()
 
 
 class FaultyProxy:
-    """TCP proxy on 127.0.0.1 that can cut connections after N response bytes.
+    """TCP proxy on 127.0.0.1 that can cut or stall connections after N response bytes.
 
     Args:
         target_port: port of the real server.
         target_host: host of the real server.
         cut_after: response bytes forwarded on a connection before it is cut; None: never.
-        first: cut only the first ``first`` connections (counted from the last ``set_fault``).
-        match: cut only connections whose request bytes contain this, or for which this
+        first: hit only the first ``first`` connections (counted from the last ``set_fault``).
+        match: hit only connections whose request bytes contain this, or for which this
             callable ``(conn_index, request_head) -> bool`` returns True.
         reset: cut with a TCP reset (SO_LINGER 0) instead of an orderly close.
+        stall_after: response bytes forwarded on a connection before it stalls (instead of
+            a cut; give one of ``cut_after`` and ``stall_after``).
+        stall_for: seconds a stalled connection stays silent; None: until it is closed.
     """
 
     def __init__(
@@ -83,6 +94,8 @@ class FaultyProxy:
         first: int | None = None,
         match: bytes | Rule | None = None,
         reset: bool = False,
+        stall_after: int | None = None,
+        stall_for: float | None = None,
     ) -> None:
         self.target = (target_host, target_port)
         self.reset = reset
@@ -91,10 +104,17 @@ class FaultyProxy:
         self._threads: list[threading.Thread] = []
         self.connections = 0
         self.cuts = 0
+        self.stalls = 0
         self.bytes_forwarded = 0
         self._listener: socket.socket | None = None
         self._stopping = threading.Event()
-        self.set_fault(cut_after=cut_after, first=first, match=match)
+        self.set_fault(
+            cut_after=cut_after,
+            first=first,
+            match=match,
+            stall_after=stall_after,
+            stall_for=stall_for,
+        )
 
     # -- configuration -------------------------------------------------------------------
 
@@ -104,16 +124,23 @@ class FaultyProxy:
         cut_after: int | None = None,
         first: int | None = None,
         match: bytes | Rule | None = None,
+        stall_after: int | None = None,
+        stall_for: float | None = None,
     ) -> None:
         """Replace the fault rule for connections accepted from now on (see the class)."""
+        if cut_after is not None and stall_after is not None:
+            raise ValueError("give cut_after or stall_after, not both")
         with self._lock:
-            self._cut_after = cut_after
+            self._cut_after = cut_after if stall_after is None else stall_after
+            self._stall = stall_after is not None
+            self._stall_for = stall_for
             self._first_left = first
             self._match = match
 
     def _cut_limit(self, conn: _Conn) -> int | None:
-        """The cut point for ``conn`` under the current rule, or None to let it through."""
+        """The fault point for ``conn`` under the current rule, or None to let it through."""
         with self._lock:
+            conn.stall = self._stall
             if self._cut_after is None:
                 return None
             match = self._match
@@ -226,6 +253,7 @@ class FaultyProxy:
         except OSError:
             pass
         finally:
+            conn.gone.set()
             try:
                 conn.upstream.shutdown(socket.SHUT_WR)
             except OSError:
@@ -242,14 +270,23 @@ class FaultyProxy:
                     conn.decided = True
                 limit = conn.limit
                 if limit is not None and conn.sent + len(data) >= limit:
-                    part = data[: max(0, limit - conn.sent)]
+                    cut = max(0, limit - conn.sent)
+                    part, data = data[:cut], data[cut:]
                     if part:
                         conn.client.sendall(part)
+                        conn.sent += len(part)
                         self._count(len(part))
+                    if not conn.stall:
+                        with self._lock:
+                            self.cuts += 1
+                        self._close(conn, reset=self.reset)
+                        return
                     with self._lock:
-                        self.cuts += 1
-                    self._close(conn, reset=self.reset)
-                    return
+                        self.stalls += 1
+                        stall_for = self._stall_for
+                    conn.limit = None
+                    if conn.gone.wait(stall_for) or self._stopping.is_set():
+                        break
                 conn.client.sendall(data)
                 conn.sent += len(data)
                 self._count(len(data))
@@ -266,6 +303,7 @@ class FaultyProxy:
             if conn.closed:
                 return
             conn.closed = True
+        conn.gone.set()
         if reset:
             try:
                 conn.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -11,9 +11,17 @@ The object name is the URL path, percent-decoded (``%20`` is a space, ``%3F`` a 
 returned by :meth:`AisOpener.list` are encoded the same way, so they round-trip.
 
 Environment (read when an :class:`AisConfig` is created, never at import): ``AIS_ENDPOINT``
-(the SDK itself does not read it; default ``http://localhost:8080``) and ``AIS_AUTHN_TOKEN``.
-The SDK's own variables (``AIS_CONNECT_TIMEOUT``, ``AIS_READ_TIMEOUT``, ``AIS_SKIP_VERIFY_CRT``,
-``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``, ``AIS_MAX_CONN_POOL``) apply as usual.
+(the SDK itself does not read it; default ``http://localhost:8080``), ``AIS_AUTHN_TOKEN`` and
+``WDS_CLOUD_AIS_STALL_TIMEOUT``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
+``AIS_READ_TIMEOUT``, ``AIS_SKIP_VERIFY_CRT``, ``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``,
+``AIS_MAX_CONN_POOL``) apply as usual.
+
+Reads go through :class:`~wds_cloud.openers.resume.ResumableReader` on an SDK client of their
+own that makes one attempt per request (the read loop retries with ``retries``/``backoff``);
+its socket reads wait at most ``min(read timeout, stall_timeout)``. A read that gets no new
+byte for ``stall_timeout`` seconds (default 60) raises :class:`ShardReadError` ("stalled"), at
+most :meth:`AisOpener.stall_bound` seconds (103 with the SDK's default timeouts) after its
+last byte.
 """
 
 from __future__ import annotations
@@ -28,9 +36,11 @@ from urllib.parse import quote, unquote
 from wds_cloud.errors import (
     ConfigError,
     MissingDependencyError,
+    ShardError,
     ShardNotFoundError,
     ShardOpenError,
 )
+from wds_cloud.openers.backoff import DEFAULT_STALL_TIMEOUT, positive_seconds, stall_bound
 from wds_cloud.openers.resume import ResumableReader
 from wds_cloud.urls import parse_object_url
 
@@ -40,7 +50,7 @@ try:
     import urllib3
     from aistore.sdk import errors as ais_errors
 
-    from wds_cloud.openers.ais_io import AisWriter, Fetcher
+    from wds_cloud.openers.ais_io import AisWriter, Fetcher, make_read_client, read_timeouts
 except ImportError:  # pragma: no cover - exercised only without the extra
     aistore = None
 
@@ -80,9 +90,12 @@ class AisConfig:
         token: AuthN token; argument > ``AIS_AUTHN_TOKEN`` > none.
         timeout: seconds, or ``(connect, read)``; None leaves the SDK's default ``(3, 20)``
             (``AIS_CONNECT_TIMEOUT``/``AIS_READ_TIMEOUT``). A slow inline ETL needs a long read.
-        retries: attempts after the first for failed requests (SDK level: connection errors,
-            429/5xx) and for streams that break mid-shard (resumed at the exact byte). Default 3.
+        retries: attempts after the first for failed requests (SDK level for listing and
+            writes: connection errors, 429/5xx); for reads, consecutive attempts without a
+            new byte (first request and resumes after a broken stream). Default 3.
         backoff: first retry delay in seconds, doubling. Default 0.5.
+        stall_timeout: seconds without a new byte before a read gives up with "stalled";
+            argument > ``WDS_CLOUD_AIS_STALL_TIMEOUT`` > 60.
         etl: default inline ETL name for every read (URL ``?etl=`` and ``open(etl=)`` win).
         etl_args: default ETL arguments; a dict is sent as compact JSON.
         provider: default bucket provider: ``ais`` (default), ``aws``, ``gcp``, ``azure``, ``oci``.
@@ -96,6 +109,7 @@ class AisConfig:
     timeout: float | tuple[float, float] | None = None
     retries: int | None = None
     backoff: float | None = None
+    stall_timeout: float | None = None
     etl: str | None = None
     etl_args: str | dict[str, Any] | None = None
     provider: str | None = None
@@ -118,6 +132,12 @@ class AisConfig:
         put("token", self.token or os.environ.get("AIS_AUTHN_TOKEN") or None)
         put("retries", 3 if self.retries is None else int(self.retries))
         put("backoff", 0.5 if self.backoff is None else float(self.backoff))
+        stall: Any = self.stall_timeout
+        source = "AisConfig.stall_timeout"
+        if stall is None:
+            source = "WDS_CLOUD_AIS_STALL_TIMEOUT"
+            stall = os.environ.get(source) or DEFAULT_STALL_TIMEOUT
+        put("stall_timeout", positive_seconds(stall, source))
         put("provider", _provider(self.provider or "ais", "AisConfig.provider"))
         put("page_size", 0 if self.page_size is None else int(self.page_size))
         put("part_size", 16 << 20 if self.part_size is None else int(self.part_size))
@@ -167,6 +187,8 @@ class AisOpener:
         self.config = dataclasses.replace(base, **overrides) if config and overrides else base
         self._client: Any = None
         self._pid: int | None = None
+        self._read_client: Any = None
+        self._read_pid: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}
@@ -175,6 +197,8 @@ class AisOpener:
         self.config = state["config"]
         self._client = None
         self._pid = None
+        self._read_client = None
+        self._read_pid = None
 
     # client and errors -----------------------------------------------------------------------
     def client(self) -> Any:
@@ -212,7 +236,22 @@ class AisOpener:
             self._pid = os.getpid()
         return self._client
 
-    def _error(self, exc: BaseException, target: AisTarget, action: str) -> Exception:
+    def read_client(self) -> Any:
+        """The SDK ``Client`` of this process for object reads: no SDK retries (the read loop
+        retries) and the read timeout clipped to the stall deadline."""
+        _require_sdk()
+        if self._read_client is None or self._read_pid != os.getpid():
+            self._read_client = make_read_client(self.config)
+            self._read_pid = os.getpid()
+        return self._read_client
+
+    def stall_bound(self) -> float:
+        """Seconds a read can go without a new byte before it raises (with these settings)."""
+        _require_sdk()
+        connect, read = read_timeouts(self.config)
+        return stall_bound(float(self.config.stall_timeout or 0), connect, read)
+
+    def _error(self, exc: BaseException, target: AisTarget, action: str) -> ShardError:
         """Translate an SDK/requests error into the wds_cloud tree."""
         endpoint = self.config.endpoint
         where = f"{action} on AIStore at {endpoint}"
@@ -313,16 +352,14 @@ class AisOpener:
         _require_sdk()
         target = self.target(url, etl, etl_args)
         fetcher = Fetcher(self, target)
-        fetcher.first()
         reader = ResumableReader(
             fetcher,
             url=url,
-            size=fetcher.size,
-            retries=int(self.config.retries or 0),
-            backoff=float(self.config.backoff or 0),
-            retry_on=(ConnectionError, TimeoutError, requests.RequestException),
+            policy=fetcher.policy(),
+            retry_on=fetcher.retry_on,
+            explain=fetcher.explain,
         )
-        return cast(IO[bytes], reader)
+        return cast(IO[bytes], reader.start())
 
     # list ------------------------------------------------------------------------------------
     def list(self, url: str) -> list[str]:

@@ -5,51 +5,106 @@ Imported only by :mod:`wds_cloud.openers.ais` after the ``aistore`` SDK import s
 
 from __future__ import annotations
 
-import io
-from typing import IO, TYPE_CHECKING, Any, cast
+import os
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3
 
 from wds_cloud.errors import ShardReadError, UploadError
+from wds_cloud.openers.backoff import RetryPolicy
+from wds_cloud.openers.resume import NETWORK_ERRORS, Opened, RetryableError, Urllib3Body
 from wds_cloud.openers.writer import CommittingWriter
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.ais import AisOpener, AisTarget
+    from wds_cloud.openers.ais import AisConfig, AisOpener, AisTarget
+
+_TRANSIENT = (429, 500, 502, 503, 504)
 
 
-class _Body(io.RawIOBase):
-    """The HTTP body of one GET; urllib3 protocol errors become ``ConnectionError``."""
+def _env_seconds(name: str, default: float) -> float | None:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        return default  # the SDK falls back to its default too
+    return value or None  # 0 means "no limit" to the SDK
 
-    def __init__(self, raw: Any) -> None:
-        super().__init__()
-        self._raw = raw
 
-    def readable(self) -> bool:
-        return True
+def read_timeouts(config: AisConfig) -> tuple[float, float]:
+    """``(connect, read)`` seconds of object reads: the SDK's resolution of ``timeout``
+    (argument > ``AIS_CONNECT_TIMEOUT``/``AIS_READ_TIMEOUT`` > ``(3, 20)``; 0 is no limit),
+    each clipped to the stall deadline so that no read waits forever."""
+    timeout = config.timeout
+    connect: float | None
+    read: float | None
+    if timeout is None:
+        connect = _env_seconds("AIS_CONNECT_TIMEOUT", 3.0)
+        read = _env_seconds("AIS_READ_TIMEOUT", 20.0)
+    elif isinstance(timeout, tuple):
+        connect, read = (float(t) or None for t in timeout)
+    else:
+        connect = read = float(timeout) or None
+    stall = float(config.stall_timeout or 60.0)
+    policy = RetryPolicy(stall_timeout=stall)
+    return policy.read_timeout(connect), policy.read_timeout(read)
 
-    def readinto(self, buffer: Any) -> int:
-        try:
-            return int(self._raw.readinto(buffer) or 0)
-        except (urllib3.exceptions.HTTPError, requests.RequestException) as exc:
-            raise ConnectionError(f"AIStore stream broke: {exc}") from exc
 
-    def close(self) -> None:
-        try:
-            self._raw.close()
-        finally:
-            super().close()
+def make_read_client(config: AisConfig) -> Any:
+    """An SDK ``Client`` for object reads: no SDK retries, timeouts from :func:`read_timeouts`."""
+    from aistore.sdk import Client
+    from aistore.sdk.retry_config import RetryConfig
+    from tenacity import Retrying, stop_after_attempt
+
+    once = RetryConfig(
+        http_retry=urllib3.Retry(total=0, connect=0, read=0, status=0, redirect=0),
+        network_retry=Retrying(stop=stop_after_attempt(1), reraise=True),
+    )
+    return Client(
+        str(config.endpoint),
+        timeout=read_timeouts(config),
+        retry_config=once,
+        token=config.token,
+    )
 
 
 class Fetcher:
-    """``fetch(offset) -> (stream, start)`` for :class:`ResumableReader`."""
+    """``fetch(offset) -> Opened`` for :class:`ResumableReader` (see ``AisOpener.open``).
+
+    Without an ETL a resume is ranged and the checksum of the first answer is compared; through
+    an ETL (AIStore ignores ``Range`` there) the object is requested again from its start and
+    the reader skips the bytes already delivered.
+    """
+
+    retry_on: tuple[type[BaseException], ...] = (
+        *NETWORK_ERRORS,
+        requests.RequestException,
+        urllib3.exceptions.HTTPError,
+    )
 
     def __init__(self, opener: AisOpener, target: AisTarget) -> None:
         self.opener = opener
         self.target = target
-        self.size: int | None = None
         self.checksum: str | None = None
-        self._pending: Any = None
+        self._answered = False
+
+    def policy(self) -> RetryPolicy:
+        """The read loop's policy from the opener's config."""
+        cfg = self.opener.config
+        return RetryPolicy(
+            retries=int(cfg.retries or 0),
+            backoff=float(cfg.backoff or 0),
+            max_backoff=10.0,
+            stall_timeout=float(cfg.stall_timeout or 60.0),
+        )
+
+    def explain(self, exc: BaseException) -> str:
+        """The text of the final error for ``exc`` (the reader's ``explain``)."""
+        if isinstance(exc, RetryableError):
+            return str(exc)
+        return self.opener._error(exc, self.target, "GET").reason
 
     def _get(self, offset: int) -> Any:
         from aistore.sdk.etl import ETLConfig
@@ -60,38 +115,32 @@ class Fetcher:
             kwargs["etl"] = ETLConfig(t.etl, t.etl_args)
         elif offset:
             kwargs["byte_range"] = f"bytes={offset}-"
-        reader = self.opener._object(t).get_reader(**kwargs)
-        return reader.raw()
+        bucket = self.opener.read_client().bucket(t.bucket, provider=t.provider)
+        return bucket.object(t.name).get_reader(**kwargs).raw()
 
-    def first(self) -> None:
-        """Issue the first GET (kept for offset 0) and note the size and checksum."""
-        try:
-            raw = self._get(0)
-        except Exception as exc:
-            raise self.opener._error(exc, self.target, "GET") from exc
-        length = raw.headers.get("Content-Length")
-        self.size = int(length) if length is not None else None
-        self.checksum = raw.headers.get("Ais-Checksum-Value")
-        if self.size == 0:
-            raw.close()  # nothing to read; the reader never fetches
-        else:
-            self._pending = raw
+    def __call__(self, offset: int) -> Opened:
+        from aistore.sdk import errors as ais_errors
 
-    def __call__(self, offset: int) -> tuple[IO[bytes], int]:
-        if self._pending is not None and offset == 0:
-            raw, self._pending = self._pending, None
-            return cast(IO[bytes], _Body(raw)), 0
-        if self._pending is not None:
-            self._pending.close()
-            self._pending = None
         try:
             raw = self._get(offset)
-        except (requests.ConnectionError, requests.Timeout):
+        except self.retry_on:
             raise
         except Exception as exc:
-            raise self.opener._error(exc, self.target, f"GET from byte {offset}") from exc
+            status = getattr(exc, "status_code", None)
+            if isinstance(exc, ais_errors.ErrGETConflict) or (
+                isinstance(exc, ais_errors.AISError) and status in _TRANSIENT
+            ):
+                raise RetryableError(f"AIStore answered {status}: {exc}") from exc
+            action = f"GET from byte {offset}" if self._answered else "GET"
+            raise self.opener._error(exc, self.target, action) from exc
+        length = raw.headers.get("Content-Length")
+        size = int(length) if length is not None and raw.status == 200 else None
+        if not self._answered:
+            self._answered = True
+            self.checksum = raw.headers.get("Ais-Checksum-Value")
+            return Opened(Urllib3Body(raw), 0, size)
         if self.target.etl:
-            return cast(IO[bytes], _Body(raw)), 0
+            return Opened(Urllib3Body(raw), 0, size)
         checksum = raw.headers.get("Ais-Checksum-Value")
         if self.checksum and checksum and checksum != self.checksum:
             raw.close()
@@ -100,7 +149,7 @@ class Fetcher:
                 url=self.target.url,
                 offset=offset,
             )
-        return cast(IO[bytes], _Body(raw)), offset if raw.status == 206 else 0
+        return Opened(Urllib3Body(raw), offset if raw.status == 206 else 0, size)
 
 
 class AisWriter(CommittingWriter):

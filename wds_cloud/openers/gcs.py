@@ -1,10 +1,15 @@
 """Google Cloud Storage backend: ``gs://bucket/blob`` (also ``gcs://``).
 
-SDK: ``google-cloud-storage`` (``pip install 'wds_cloud[gcs]'``), used for credentials, the
-authorized HTTP session and object metadata. The body is one streaming ``GET ...?alt=media``
-pinned to the generation seen at open time, wrapped in :class:`ResumableReader` so a dropped
-connection resumes with ``Range: bytes=N-`` from the exact offset; memory stays bounded and the
-first sample arrives long before the download ends.
+SDK: ``google-cloud-storage`` (``pip install 'wds_cloud[gcs]'``), used for credentials,
+listing, uploads and object metadata. The body is one streaming ``GET ...?alt=media`` on an
+authorized ``requests`` session of our own (``google.auth.transport.requests.AuthorizedSession``
+over the same credentials), pinned to the generation seen at open time and read by
+:class:`ResumableReader`, so a dropped connection resumes with ``Range: bytes=N-`` after the
+last byte received; memory stays bounded and the first sample arrives long before the download
+ends. A read that gets no new byte for ``stall_timeout`` seconds (``WDS_CLOUD_GCS_STALL_TIMEOUT``,
+default 60; each socket read waits at most ``read_timeout``, default 20) raises
+:class:`ShardReadError` ("stalled"), at most :meth:`GcsOpener.stall_bound` seconds (110 by
+default) after its last byte.
 
 Configuration (first match wins): :class:`GcsConfig` arguments > ``WDS_CLOUD_GCS_*`` environment
 variables > the SDK's own variables (``STORAGE_EMULATOR_HOST``,
@@ -15,9 +20,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import replace
-from typing import IO, Any
+from typing import Any
 
 from wds_cloud.errors import (
     ConfigError,
@@ -25,18 +29,11 @@ from wds_cloud.errors import (
     ShardError,
     ShardNotFoundError,
     ShardOpenError,
-    ShardReadError,
     UploadError,
 )
+from wds_cloud.openers.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.gcs_config import GcsConfig
-from wds_cloud.openers.gcs_read import (
-    Body,
-    GcsReader,
-    get_media,
-    media_url,
-    read_errors,
-    stored_size,
-)
+from wds_cloud.openers.gcs_read import GcsReader, MediaFetch, read_errors
 from wds_cloud.urls import ObjectUrl, parse_object_url
 
 try:
@@ -45,6 +42,7 @@ try:
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
     from google.auth.credentials import AnonymousCredentials
+    from google.auth.transport.requests import AuthorizedSession
     from google.cloud import storage
 except ImportError:  # pragma: no cover - exercised only without the extra
     storage = None
@@ -154,6 +152,7 @@ class GcsOpener:
             raise ConfigError(f"unknown GcsConfig option: {exc}") from None
         self.config = config.resolve()
         self._client_obj: Any = None
+        self._session: Any = None
         self._pid: int | None = None
         self._lock = threading.Lock()
 
@@ -176,33 +175,36 @@ class GcsOpener:
             return self._client_obj
         with self._lock:
             if self._client_obj is None or self._pid != os.getpid():
-                self._client_obj = self._make_client(url)
+                self._client_obj, credentials = self._make_client(url)
+                # Media GETs go through a session of our own on the same credentials (the
+                # client's is private); google-cloud-core builds its session the same way.
+                self._session = AuthorizedSession(credentials)
                 self._pid = os.getpid()
             return self._client_obj
 
-    def _make_client(self, url: str) -> Any:
+    def _make_client(self, url: str) -> tuple[Any, Any]:
         cfg = self.config
         options = {"api_endpoint": cfg.endpoint} if cfg.endpoint else None
         project = cfg.project
         try:
             if cfg.anonymous:
+                anonymous = AnonymousCredentials()
                 client = storage.Client(
-                    project=project or "<none>",
-                    credentials=AnonymousCredentials(),
-                    client_options=options,
+                    project=project or "<none>", credentials=anonymous, client_options=options
                 )
                 if project is None:
                     client.project = None
-                return client
+                return client, anonymous
             if cfg.credentials:
                 credentials, file_project = google.auth.load_credentials_from_file(
                     cfg.credentials, scopes=_SCOPES
                 )
             else:
                 credentials, file_project = google.auth.default(scopes=_SCOPES)
-            return storage.Client(
+            client = storage.Client(
                 project=project or file_project, credentials=credentials, client_options=options
             )
+            return client, credentials
         except Exception as exc:
             where = f" from {cfg.credentials!r}" if cfg.credentials else ""
             raise ShardOpenError(
@@ -215,6 +217,7 @@ class GcsOpener:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.config = state["config"]
         self._client_obj = None
+        self._session = None
         self._pid = None
         self._lock = threading.Lock()
 
@@ -252,82 +255,32 @@ class GcsOpener:
 
         Raises:
             ShardNotFoundError: the object or the bucket does not exist.
-            ShardOpenError: credentials, permission or endpoint problems.
+            ShardOpenError: credentials, permission or endpoint problems, or no answer after
+                the retries or within the stall deadline.
             MissingDependencyError: google-cloud-storage is not installed.
         """
         _require_sdk()
         parsed = self._parse(url)
-        client = self.client(url)
-        media = media_url(client.api_endpoint, parsed.bucket, parsed.key)
-        wanted = options.get("generation")
-        response = self._first_get(client, media, url, parsed, wanted)
-        header = response.headers.get("X-Goog-Generation")
-        if header is not None:
-            generation = int(header)
-        elif wanted is not None:
-            generation = int(wanted)
-        else:  # an endpoint that does not send the header: ask the metadata
-            generation = int(self._current(client, parsed, url, response).generation)
+        fetch = MediaFetch(self, self.client(url), url, parsed, options.get("generation"))
+        reader = GcsReader(
+            fetch, url=url, policy=self._policy(), retry_on=read_errors(), explain=fetch.explain
+        )
+        reader.start()
+        reader.generation = fetch.generation
+        return reader
 
-        def fetch(offset: int) -> tuple[IO[bytes], int]:
-            return self._fetch(client, media, url, parsed, generation, offset)
-
-        return GcsReader(
-            Body(response),  # type: ignore[arg-type]
-            fetch,
-            generation=generation,
-            url=url,
-            size=stored_size(response),
+    def _policy(self) -> RetryPolicy:
+        return RetryPolicy(
             retries=int(self.config.retries or 0),
             backoff=float(self.config.backoff or 0.0),
-            retry_on=read_errors(),
+            max_backoff=5.0,
+            stall_timeout=float(self.config.stall_timeout or 60.0),
         )
 
-    def _current(self, client: Any, parsed: ObjectUrl, url: str, response: Any) -> Any:
-        try:
-            blob = client.bucket(parsed.bucket).get_blob(
-                parsed.key, timeout=self._timeout(), retry=self._retry()
-            )
-        except Exception as exc:
-            response.close()
-            raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
-        if blob is None:
-            response.close()
-            raise self._missing(client, parsed, url)
-        return blob
-
-    def _first_get(
-        self, client: Any, media: str, url: str, parsed: ObjectUrl, generation: Any
-    ) -> Any:
-        """Start the download, retrying connection failures and 429/5xx answers."""
-        retries = int(self.config.retries or 0)
-        backoff = float(self.config.backoff or 0.0)
-        error: BaseException | None = None
-        for attempt in range(retries + 1):
-            if attempt:
-                time.sleep(min(5.0, backoff * 2 ** (attempt - 1)))
-            try:
-                response = get_media(
-                    client._http, media, generation=generation, offset=0, timeout=self._timeout()
-                )
-            except read_errors() as exc:
-                error = exc
-                continue
-            except Exception as exc:  # credentials (token refresh) and other SDK errors
-                raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
-            status = response.status_code
-            if status in (200, 206):
-                return response
-            try:
-                error = gexc.from_http_response(response)
-            finally:
-                response.close()
-            if status == 404:
-                raise self._missing(client, parsed, url) from error
-            if status != 429 and status < 500:
-                raise translate_error(error, url=url, endpoint=self.endpoint) from error
-        assert error is not None
-        raise translate_error(error, url=url, endpoint=self.endpoint) from error
+    def stall_bound(self) -> float:
+        """Seconds a read can go without a new byte before it raises (with these settings)."""
+        connect, read = self.media_timeout()
+        return stall_bound(float(self.config.stall_timeout or 0), connect, read)
 
     def _retry(self) -> Any:
         """The SDK retry policy for metadata, listing and upload requests.
@@ -357,37 +310,13 @@ class GcsOpener:
             return Retry(predicate=predicate, deadline=None, **delays)
 
     def _timeout(self) -> tuple[float, float]:
-        return (float(self.config.connect_timeout or 30), float(self.config.read_timeout or 120))
+        """``(connect, read)`` seconds of metadata, listing and upload requests."""
+        return (float(self.config.connect_timeout or 10), float(self.config.read_timeout or 20))
 
-    def _fetch(
-        self, client: Any, media: str, url: str, parsed: ObjectUrl, generation: int, offset: int
-    ) -> tuple[IO[bytes], int]:
-        """Re-open the object at ``offset``, pinned to ``generation`` (a resume)."""
-        response = get_media(
-            client._http, media, generation=generation, offset=offset, timeout=self._timeout()
-        )
-        status = response.status_code
-        if status in (200, 206):
-            return Body(response), (offset if status == 206 else 0)  # type: ignore[return-value]
-        try:
-            error = gexc.from_http_response(response)
-        finally:
-            response.close()
-        if status == 404:
-            try:
-                current = client.bucket(parsed.bucket).get_blob(
-                    parsed.key, timeout=self._timeout(), retry=self._retry()
-                )
-            except Exception:
-                current = None
-            if current is None:
-                what = "was deleted while being read"
-            else:
-                what = f"changed while being read (generation {generation} -> {current.generation})"
-            raise ShardReadError(f"object {what}", url=url, offset=offset) from error
-        if status >= 500 or status == 429:
-            raise ConnectionError(f"GCS answered {status} at offset {offset}: {error.message}")
-        raise translate_error(error, url=url, endpoint=self.endpoint, offset=offset) from error
+    def media_timeout(self) -> tuple[float, float]:
+        """``(connect, read)`` seconds of object reads: the read clipped to the stall deadline."""
+        connect, read = self._timeout()
+        return connect, self._policy().read_timeout(read)
 
     # -- listing and writing --------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.openers.backoff import positive_seconds
 from wds_cloud.redact import config_repr
 
 _ENV_PREFIX = "WDS_CLOUD_GCS_"
@@ -44,12 +45,17 @@ class GcsConfig:
             credentials file is given.
         endpoint: API endpoint such as ``http://127.0.0.1:4443`` (``WDS_CLOUD_GCS_ENDPOINT``,
             ``STORAGE_EMULATOR_HOST``); ``None`` means ``https://storage.googleapis.com``.
-        retries: consecutive failed attempts to resume a dropped read (default 5).
+        retries: consecutive attempts without progress allowed when a read fails (first
+            request and resumes), and transient failures retried per listing, metadata or
+            upload call (default 5).
         backoff: first retry delay in seconds, doubled per attempt (default 0.2).
         chunk_size: resumable-upload chunk in bytes, a multiple of 256 KiB (default 16 MiB);
             the writer holds at most one chunk in memory.
-        connect_timeout: seconds to establish a connection (default 30).
-        read_timeout: seconds without data before a read counts as dropped (default 120).
+        connect_timeout: seconds to establish a connection (default 10).
+        read_timeout: seconds one socket read may wait before the request counts as dropped
+            (default 20; clipped to ``stall_timeout`` for object reads).
+        stall_timeout: seconds without a new byte before a read gives up with "stalled"
+            (default 60).
         page_size: blobs per listing page (default 1000).
     """
 
@@ -62,6 +68,7 @@ class GcsConfig:
     chunk_size: int | None = None
     connect_timeout: float | None = None
     read_timeout: float | None = None
+    stall_timeout: float | None = None
     page_size: int | None = None
 
     def __repr__(self) -> str:
@@ -78,8 +85,9 @@ class GcsConfig:
             "retries": 5,
             "backoff": 0.2,
             "chunk_size": 16 << 20,
-            "connect_timeout": 30.0,
-            "read_timeout": 120.0,
+            "connect_timeout": 10.0,
+            "read_timeout": 20.0,
+            "stall_timeout": 60.0,
             "page_size": 1000,
         }
         sdk_env = {
@@ -110,6 +118,8 @@ class GcsConfig:
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
+    if name == "stall_timeout" and value is not None:
+        return positive_seconds(value, source)
     if value is None or not isinstance(value, str):
         if (
             name in ("retries", "chunk_size", "page_size")

@@ -1,27 +1,39 @@
-"""The read path of the GCS backend: streaming media GETs and the resumable reader over them.
+"""The read path of the GCS backend: streaming media GETs fed to the one resumable reader.
 
-One ``GET .../download/storage/v1/b/BUCKET/o/OBJECT?alt=media`` per shard on the client's
-authorized session, read straight from the socket into the caller's buffer. The first GET learns
+One ``GET .../download/storage/v1/b/BUCKET/o/OBJECT?alt=media`` per shard on an authorized
+``requests`` session, its body read one socket read at a time (urllib3's public ``read1`` on
+``Response.raw``) by :class:`~wds_cloud.openers.resume.ResumableReader`. The first GET learns
 the object's generation from ``X-Goog-Generation``; every resumed GET is pinned to it
 (``generation=G`` with ``Range: bytes=N-``). ``Accept-Encoding: gzip`` makes GCS return the
-stored bytes as they are (no decompressive transcoding), so offsets and sizes agree.
+stored bytes as they are (no decompressive transcoding), so offsets and sizes agree. Every GET
+carries a ``(connect, read)`` timeout, the read part clipped to the stall deadline.
 """
 
 from __future__ import annotations
 
 import http.client
-import io
-from collections.abc import Callable
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from wds_cloud.openers.resume import NETWORK_ERRORS, ResumableReader
+from wds_cloud.errors import ShardReadError
+from wds_cloud.openers.resume import (
+    NETWORK_ERRORS,
+    Opened,
+    ResumableReader,
+    RetryableError,
+    Urllib3Body,
+)
+from wds_cloud.urls import ObjectUrl
 
 try:
     import requests
     import urllib3
+    from google.api_core import exceptions as gexc
 except ImportError:  # pragma: no cover - exercised only without the extra
     requests = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.gcs import GcsOpener
 
 
 def media_url(api_endpoint: str, bucket: str, key: str) -> str:
@@ -65,67 +77,125 @@ def stored_size(response: Any) -> int | None:
     return None
 
 
-class Body(io.RawIOBase):
-    """The raw bytes of one streaming HTTP response (no content decoding, no copies).
+class GcsReader(ResumableReader):
+    """A :class:`ResumableReader` over media GETs that also says which generation it reads.
 
-    A body read to its end gives its connection back to the session's pool, so the next
-    request (the next shard) skips the TCP/TLS handshake; a body closed early drops it.
+    Attributes:
+        generation: the object generation being read (known once :meth:`start` returned).
     """
 
-    def __init__(self, response: Any) -> None:
-        super().__init__()
-        self._response = response
-        self._fp = response.raw._fp  # http.client.HTTPResponse
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        return int(self._fp.readinto(buffer) or 0)
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                if self._fp.isclosed():  # http.client closes it once the whole body is read
-                    self._response.raw.release_conn()
-            finally:
-                self._response.close()
-        super().close()
+    generation: int | None = None
 
 
-class GcsReader(ResumableReader):
-    """A :class:`ResumableReader` whose first stream is an already started GET.
+class MediaFetch:
+    """``fetch(offset) -> Opened`` of a :class:`GcsReader`: media GETs on the opener's session,
+    pinned to the generation of the first answer.
 
     Args:
-        first: the body of the first GET (offset 0).
-        fetch: opens the object again from an offset (pinned to ``generation``).
-        generation: the object generation being read.
-        **kwargs: passed to :class:`ResumableReader` (``url``, ``size``, ``retries``, ...).
+        opener: the opener (session, timeouts, endpoint, retry policy of metadata calls).
+        client: its storage client (metadata after a 404).
+        url: the shard URL, for errors.
+        parsed: ``url`` parsed.
+        wanted: a generation asked for by the caller, or None for the live object.
+
+    Attributes:
+        generation: the pinned generation, once the first answer came.
     """
 
     def __init__(
-        self,
-        first: IO[bytes],
-        fetch: Callable[[int], tuple[IO[bytes], int]],
-        *,
-        generation: int,
-        **kwargs: Any,
+        self, opener: GcsOpener, client: Any, url: str, parsed: ObjectUrl, wanted: Any
     ) -> None:
-        self._first: IO[bytes] | None = first
-        self._refetch = fetch
-        self.generation = generation
-        super().__init__(self._next_stream, **kwargs)
+        self.opener = opener
+        self.client = client
+        self.url = url
+        self.parsed = parsed
+        self.media = media_url(client.api_endpoint, parsed.bucket, parsed.key)
+        self.wanted = None if wanted is None else int(wanted)
+        self.generation: int | None = None
 
-    def _next_stream(self, offset: int) -> tuple[IO[bytes], int]:
-        first, self._first = self._first, None
-        if first is not None:
-            if offset == 0:
-                return first, 0
-            first.close()
-        return self._refetch(offset)
+    def __call__(self, offset: int) -> Opened:
+        from wds_cloud.openers.gcs import translate_error
 
-    def close(self) -> None:
-        first, self._first = self._first, None
-        if first is not None:
-            first.close()
-        super().close()
+        opener = self.opener
+        try:
+            response = get_media(
+                opener._session,
+                self.media,
+                generation=self.generation if self.generation is not None else self.wanted,
+                offset=offset,
+                timeout=opener.media_timeout(),
+            )
+        except read_errors():
+            raise
+        except Exception as exc:  # credentials (token refresh) and other SDK errors
+            raise translate_error(exc, url=self.url, endpoint=opener.endpoint) from exc
+        status = response.status_code
+        if status not in (200, 206):
+            raise self._status_error(response, offset)
+        if self.generation is None:
+            header = response.headers.get("X-Goog-Generation")
+            if header is not None:
+                self.generation = int(header)
+            elif self.wanted is not None:
+                self.generation = self.wanted
+            else:  # an endpoint that does not send the header: ask the metadata
+                self.generation = int(self._current(response).generation)
+        size = stored_size(response) if status == 200 else None
+        return Opened(Urllib3Body(response.raw), offset if status == 206 else 0, size)
+
+    def explain(self, exc: BaseException) -> str:
+        """The text of the final error for ``exc`` (the reader's ``explain``)."""
+        from wds_cloud.openers.gcs import translate_error
+
+        if isinstance(exc, RetryableError):
+            return str(exc)
+        return translate_error(exc, url=self.url, endpoint=self.opener.endpoint).reason
+
+    def _metadata(self) -> Any:
+        bucket = self.client.bucket(self.parsed.bucket)
+        return bucket.get_blob(
+            self.parsed.key, timeout=self.opener._timeout(), retry=self.opener._retry()
+        )
+
+    def _current(self, response: Any) -> Any:
+        from wds_cloud.openers.gcs import translate_error
+
+        try:
+            blob = self._metadata()
+        except Exception as exc:
+            response.close()
+            raise translate_error(exc, url=self.url, endpoint=self.opener.endpoint) from exc
+        if blob is None:
+            response.close()
+            raise self.opener._missing(self.client, self.parsed, self.url)
+        return blob
+
+    def _status_error(self, response: Any, offset: int) -> Exception:
+        """The error for a media GET answered with ``response`` (not 200/206); closes it."""
+        from wds_cloud.openers.gcs import translate_error
+
+        status = response.status_code
+        try:
+            error = gexc.from_http_response(response)
+        finally:
+            response.close()
+        if status >= 500 or status == 429:
+            return RetryableError(f"GCS answered {status} at offset {offset}: {error.message}")
+        endpoint = self.opener.endpoint
+        if self.generation is None:  # the first answer: say precisely what is wrong
+            if status == 404:
+                return self.opener._missing(self.client, self.parsed, self.url)
+            return translate_error(error, url=self.url, endpoint=endpoint)
+        if status != 404:
+            return translate_error(error, url=self.url, endpoint=endpoint, offset=offset)
+        try:
+            current = self._metadata()
+        except Exception:
+            current = None
+        if current is None:
+            what = "was deleted while being read"
+        else:
+            what = (
+                f"changed while being read (generation {self.generation} -> {current.generation})"
+            )
+        return ShardReadError(f"object {what}", url=self.url, offset=offset)

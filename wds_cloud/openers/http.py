@@ -2,11 +2,18 @@
 
 No SDK, no curl. Environment, read when an :class:`HttpOpener` is created:
 
-- ``WDS_CLOUD_HTTP_TIMEOUT``: socket timeout in seconds (default 60).
-- ``WDS_CLOUD_HTTP_RETRIES``: attempts after a failure, per request and per resume (default 5).
+- ``WDS_CLOUD_HTTP_TIMEOUT``: socket timeout in seconds for connect and each read (default 20;
+  never more than the stall timeout).
+- ``WDS_CLOUD_HTTP_RETRIES``: consecutive attempts without progress allowed after a failure
+  (default 5).
 - ``WDS_CLOUD_HTTP_BACKOFF``: first retry delay in seconds, doubled each time (default 0.2).
+- ``WDS_CLOUD_HTTP_STALL_TIMEOUT``: seconds without a new byte before a read gives up with
+  "stalled" (default 60); a read fails at most :meth:`HttpOpener.stall_bound` seconds (120 by
+  default) after its last byte.
 
-A dropped connection is resumed from the exact byte offset with ``Range: bytes=N-`` and
+Bodies are read through :class:`~wds_cloud.openers.resume.ResumableReader` with
+``HTTPResponse.read1`` (one socket read per call), so bytes received before a reset are kept. A
+dropped connection is resumed from the exact byte offset with ``Range: bytes=N-`` and
 ``If-Range`` pinned to the first response's ``ETag`` (or ``Last-Modified``). A resume answered
 with 200 instead of 206, or with another ``ETag``, raises :class:`ShardReadError`: the shard
 changed or the server cannot resume, and mixing two versions would corrupt samples.
@@ -15,7 +22,6 @@ changed or the server cannot resume, and mixing two versions would corrupt sampl
 from __future__ import annotations
 
 import http.client
-import io
 import os
 import time
 from collections.abc import Callable
@@ -25,12 +31,19 @@ from urllib.parse import urljoin, urlsplit
 
 from wds_cloud.errors import (
     ConfigError,
-    ShardError,
     ShardNotFoundError,
     ShardOpenError,
     ShardReadError,
 )
-from wds_cloud.openers.resume import NETWORK_ERRORS, ResumableReader
+from wds_cloud.openers.backoff import (
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_STALL_TIMEOUT,
+    RetryPolicy,
+    positive_seconds,
+    stall_bound,
+)
+from wds_cloud.openers.resume import NETWORK_ERRORS, Opened, ResumableReader, RetryableError
+from wds_cloud.redact import redact_url
 
 SCHEMES = ("http", "https")
 
@@ -54,9 +67,12 @@ class HttpConfig:
     """HTTP settings; None fields are resolved from the environment, then defaults.
 
     Attributes:
-        timeout: socket timeout in seconds for connect and each read.
-        retries: attempts after a failed request or a dropped stream (reset by progress).
-        backoff: first delay between attempts, doubled each time up to 10 s.
+        timeout: socket timeout in seconds for connect and each read (default 20), clipped
+            to ``stall_timeout``.
+        retries: consecutive attempts without progress allowed after a failed request or a
+            dropped stream (default 5).
+        backoff: first delay between attempts, doubled each time up to 10 s (default 0.2).
+        stall_timeout: seconds without a new byte before a read gives up (default 60).
         headers: extra request headers (e.g. ``Authorization``).
         max_redirects: redirects followed before giving up.
     """
@@ -64,6 +80,7 @@ class HttpConfig:
     timeout: float | None = None
     retries: int | None = None
     backoff: float | None = None
+    stall_timeout: float | None = None
     headers: dict[str, str] = field(default_factory=dict)
     max_redirects: int = 10
 
@@ -74,40 +91,52 @@ class HttpConfig:
 
     def resolved(self) -> HttpConfig:
         """A copy with every None field filled from the environment or the default."""
+        stall = self.stall_timeout
+        source = "HttpConfig.stall_timeout"
+        if stall is None:
+            source = "WDS_CLOUD_HTTP_STALL_TIMEOUT"
+            stall = _env_number(source, DEFAULT_STALL_TIMEOUT)
         return replace(
             self,
             timeout=self.timeout
             if self.timeout is not None
-            else _env_number("WDS_CLOUD_HTTP_TIMEOUT", 60.0),
+            else _env_number("WDS_CLOUD_HTTP_TIMEOUT", DEFAULT_READ_TIMEOUT),
             retries=self.retries
             if self.retries is not None
             else int(_env_number("WDS_CLOUD_HTTP_RETRIES", 5)),
             backoff=self.backoff
             if self.backoff is not None
             else _env_number("WDS_CLOUD_HTTP_BACKOFF", 0.2),
+            stall_timeout=positive_seconds(stall, source),
         )
 
 
-class _Body(io.RawIOBase):
-    """One response body; closing it closes the connection (nothing is drained)."""
+def _policy(config: HttpConfig) -> RetryPolicy:
+    """The retry policy of reads (``config`` resolved)."""
+    return RetryPolicy(
+        retries=int(config.retries or 0),
+        backoff=float(config.backoff or 0.0),
+        max_backoff=10.0,
+        stall_timeout=float(config.stall_timeout or DEFAULT_STALL_TIMEOUT),
+    )
+
+
+class _Body:
+    """One response body read with ``HTTPResponse.read1`` (at most one socket read per call);
+    closing it closes the connection (nothing is drained)."""
 
     def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
-        super().__init__()
         self._conn = conn
         self._resp = resp
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        return self._resp.readinto(buffer)
+    def read1(self, n: int) -> bytes:
+        return self._resp.read1(n)
 
     def close(self) -> None:
         try:
             self._resp.close()
         finally:
             self._conn.close()
-            super().close()
 
 
 @dataclass
@@ -128,6 +157,14 @@ def _excerpt(resp: http.client.HTTPResponse) -> str:
     return f": {text[:200]}" if text else ""
 
 
+def _explain(exc: BaseException) -> str:
+    if isinstance(exc, RetryableError):
+        return str(exc)
+    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+        return f"cannot connect or read: {exc!r}"
+    return repr(exc)
+
+
 class HttpOpener:
     """Streams ``http(s)://`` URLs; see the module docstring.
 
@@ -140,14 +177,20 @@ class HttpOpener:
         self.config = replace(config or HttpConfig(), **overrides).resolved()
         self._sleep: Callable[[float], Any] = time.sleep
 
+    def stall_bound(self) -> float:
+        """Seconds a read can go without a new byte before it raises (with these settings)."""
+        timeout = float(self.config.timeout or 0)
+        return stall_bound(float(self.config.stall_timeout or 0), timeout, timeout)
+
     def _connect(self, url: str) -> tuple[http.client.HTTPConnection, str]:
         parts = urlsplit(url)
         if parts.scheme not in SCHEMES or not parts.hostname:
-            raise ConfigError(f"{url!r} is not an http(s)://HOST/PATH URL")
+            raise ConfigError(f"{redact_url(url)!r} is not an http(s)://HOST/PATH URL")
         conn_cls = (
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
-        conn = conn_cls(parts.hostname, parts.port, timeout=self.config.timeout)
+        timeout = _policy(self.config).read_timeout(self.config.timeout)
+        conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
@@ -177,42 +220,27 @@ class HttpOpener:
 
     def _status_error(self, url: str, resp: http.client.HTTPResponse) -> Exception:
         what = f"HTTP {resp.status} {resp.reason}{_excerpt(resp)}"
+        if resp.status in _TRANSIENT:
+            return RetryableError(what)
         if resp.status in (404, 410):
             return ShardNotFoundError(what, url=url)
         return ShardOpenError(what, url=url)
 
-    def _first(self, url: str, headers: dict[str, str]) -> tuple[_Body, _Pin]:
-        """The initial request, retried on network errors and transient statuses."""
-        retries = self.config.retries or 0
-        delay = self.config.backoff or 0.0
-        attempt = 0
-        while True:
+    def _first(self, url: str, headers: dict[str, str], pin: _Pin) -> Opened:
+        """The initial request; learns the validators that pin the resumes."""
+        conn, resp = self._get(url, headers)
+        if resp.status != 200:
             try:
-                conn, resp = self._get(url, headers)
-            except RETRY_ON as exc:
-                if isinstance(exc, ShardError):
-                    raise
-                if attempt >= retries:
-                    raise ShardOpenError(
-                        f"cannot connect after {attempt + 1} attempts: {exc!r}", url=url
-                    ) from exc
-            else:
-                if resp.status == 200:
-                    length = resp.getheader("Content-Length")
-                    pin = _Pin(
-                        etag=resp.getheader("ETag"),
-                        last_modified=resp.getheader("Last-Modified"),
-                        size=int(length) if length and length.isdigit() else None,
-                    )
-                    return _Body(conn, resp), pin
-                error = self._status_error(url, resp)
+                raise self._status_error(url, resp)
+            finally:
                 conn.close()
-                if resp.status not in _TRANSIENT or attempt >= retries:
-                    raise error
-            attempt += 1
-            self._sleep(min(10.0, delay * 2 ** (attempt - 1)))
+        length = resp.getheader("Content-Length")
+        pin.etag = resp.getheader("ETag")
+        pin.last_modified = resp.getheader("Last-Modified")
+        pin.size = int(length) if length and length.isdigit() else None
+        return Opened(_Body(conn, resp), 0, pin.size)
 
-    def _resume(self, url: str, headers: dict[str, str], pin: _Pin, offset: int) -> _Body:
+    def _resume(self, url: str, headers: dict[str, str], pin: _Pin, offset: int) -> Opened:
         """Re-request from ``offset``, pinned to the first response's version."""
         ranged = dict(headers)
         ranged["Range"] = f"bytes={offset}-"
@@ -236,7 +264,7 @@ class HttpOpener:
                         url=url,
                         offset=offset,
                     )
-                return _Body(conn, resp)
+                return Opened(_Body(conn, resp), offset)
             if resp.status == 200:
                 raise ShardReadError(
                     "connection dropped and the server answered the resume with the whole "
@@ -245,9 +273,9 @@ class HttpOpener:
                     url=url,
                     offset=offset,
                 )
-            if resp.status in _TRANSIENT:
-                raise ConnectionError(f"HTTP {resp.status} {resp.reason} while resuming")
             error = self._status_error(url, resp)
+            if isinstance(error, RetryableError):
+                raise error
             raise ShardReadError(
                 f"resuming after a dropped connection failed: {error}", url=url, offset=offset
             )
@@ -265,29 +293,30 @@ class HttpOpener:
         Raises:
             ShardNotFoundError: HTTP 404 or 410.
             ShardOpenError: any other error status, too many redirects, connection failures
-                after the configured retries.
-            ShardReadError: (while reading) the stream could not be resumed.
+                or a stall before the response, after the configured retries.
+            ShardReadError: (while reading) the stream could not be resumed or stalled.
         """
         headers = {**self.config.headers, **dict(options.get("headers") or {})}
         headers.setdefault("Accept-Encoding", "identity")
-        body, pin = self._first(url, headers)
-        first: list[_Body] = [body]
+        pin: _Pin | None = None
 
-        def fetch(offset: int) -> tuple[IO[bytes], int]:
-            if first:
-                return first.pop(), 0  # type: ignore[return-value]
-            return self._resume(url, headers, pin, offset), offset  # type: ignore[return-value]
+        def fetch(offset: int) -> Opened:
+            nonlocal pin
+            if pin is None:
+                opened = self._first(url, headers, first := _Pin())
+                pin = first
+                return opened
+            return self._resume(url, headers, pin, offset)
 
-        return ResumableReader(  # type: ignore[return-value]
+        reader = ResumableReader(
             fetch,
             url=url,
-            size=pin.size,
-            retries=self.config.retries or 0,
-            backoff=self.config.backoff or 0.0,
-            max_backoff=10.0,
+            policy=_policy(self.config),
             retry_on=RETRY_ON,
+            explain=_explain,
             sleep=self._sleep,
         )
+        return reader.start()  # type: ignore[return-value]
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}

@@ -10,13 +10,20 @@ AWS variables ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
 ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` > defaults. Reads stream one ``GetObject`` through
 :class:`~wds_cloud.openers.resume.ResumableReader` (a dropped connection resumes with
 ``Range: bytes=<offset>-`` pinned to the first response's ETag), or, with ``prefetch=N``, run N
-ranged GETs of ``prefetch_chunk`` bytes in parallel threads (:mod:`wds_cloud.openers.s3_prefetch`).
-Writes (:meth:`S3Opener.create`) are multipart uploads (:mod:`wds_cloud.openers.s3_write`).
+ranged GETs of ``prefetch_chunk`` bytes in parallel threads (:mod:`wds_cloud.openers.s3_prefetch`),
+each chunk its own resumable read. Writes (:meth:`S3Opener.create`) are multipart uploads
+(:mod:`wds_cloud.openers.s3_write`).
+
+Reads use a second boto3 client of their own that makes one attempt per request
+(``max_attempts`` applies to listing and writes): the read loop retries instead, with
+``retries``/``backoff`` and the stall deadline ``stall_timeout`` (``WDS_CLOUD_S3_STALL_TIMEOUT``,
+default 60 s; socket reads wait at most ``read_timeout``, default 20 s), so a stalled read fails
+with :class:`ShardReadError` at most :meth:`S3Opener.stall_bound` seconds (110 by default)
+after its last byte.
 """
 
 from __future__ import annotations
 
-import http.client
 import os
 import threading
 from dataclasses import fields, replace
@@ -31,14 +38,15 @@ from wds_cloud.errors import (
     ShardReadError,
     UploadError,
 )
-from wds_cloud.openers.resume import NETWORK_ERRORS, ResumableReader
+from wds_cloud.openers.backoff import stall_bound
+from wds_cloud.openers.resume import ResumableReader
 from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Config, split_s3_url
+from wds_cloud.openers.s3_read import ObjectFetch, policy, read_errors
 
 try:
     import boto3
     import botocore.config
     import botocore.exceptions as bexc
-    import urllib3.exceptions as u3exc
 except ImportError:  # pragma: no cover - exercised only without the extra
     boto3 = None
 
@@ -118,52 +126,6 @@ def translate_error(
     return err
 
 
-def read_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean "the connection dropped mid-body": resume from the offset."""
-    return (
-        *NETWORK_ERRORS,
-        http.client.IncompleteRead,
-        bexc.ResponseStreamingError,
-        bexc.IncompleteReadError,
-        bexc.ReadTimeoutError,
-        bexc.ConnectionClosedError,
-        bexc.EndpointConnectionError,
-        bexc.ConnectTimeoutError,
-        u3exc.ProtocolError,
-        u3exc.ReadTimeoutError,
-    )
-
-
-class _S3Stream(ResumableReader):
-    """:class:`ResumableReader` with a zero-copy ``read(n)`` while the connection is healthy.
-
-    ``RawIOBase.read`` allocates a buffer, fills it with ``readinto`` and copies it out; here
-    ``read(n)`` returns the HTTP body's own ``bytes`` directly. Any error, a short stream or a
-    pending skip falls back to the base class, which resumes from :attr:`position` (nothing
-    is counted as delivered unless it was returned).
-    """
-
-    def read(self, size: int | None = -1) -> bytes:
-        stream = self._stream
-        if (
-            size is not None
-            and size > 0
-            and stream is not None
-            and not self._skip
-            and not self.closed
-            and (self.size is None or self.position + size <= self.size)
-        ):
-            try:
-                data = stream.read(size)
-            except self.retry_on:
-                data = b""  # the base class sees the broken stream again and resumes
-            if data:
-                self.position += len(data)
-                return bytes(data)
-        data = super().read(-1 if size is None else size)
-        return b"" if data is None else data
-
-
 class S3Opener:
     """Opens, lists and creates ``s3://bucket/key`` objects.
 
@@ -183,7 +145,9 @@ class S3Opener:
             raise ConfigError(f"unknown S3 settings {unknown}; known: {sorted(names)}")
         self.config = replace(base, **overrides).resolve()
         self._client: Any = None
+        self._read_client: Any = None
         self._pid: int | None = None
+        self._read_pid: int | None = None
         self._lock = threading.Lock()
 
     # -- pickling: configs travel, clients do not -------------------------------------------
@@ -194,7 +158,9 @@ class S3Opener:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.config = state["config"]
         self._client = None
+        self._read_client = None
         self._pid = None
+        self._read_pid = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -205,35 +171,66 @@ class S3Opener:
     def client(self) -> Any:
         """The boto3 S3 client of this process (created on first use, re-created after fork).
 
+        Requests are retried by botocore (``max_attempts``); used for listing and writes.
+
         Raises:
             MissingDependencyError: boto3 is not installed.
         """
-        if boto3 is None:
-            raise MissingDependencyError("the s3:// backend needs boto3", extra="s3")
         pid = os.getpid()
         if self._client is not None and self._pid == pid:
             return self._client
         with self._lock:
             if self._client is None or self._pid != pid:
                 cfg = self.config
-                session = boto3.session.Session(
-                    profile_name=cfg.profile,
-                    aws_access_key_id=cfg.access_key_id,
-                    aws_secret_access_key=cfg.secret_access_key,
-                    aws_session_token=cfg.session_token,
-                )
-                pool = max(10, 2 * (cfg.prefetch or 0) + 4)
-                bcfg = botocore.config.Config(
-                    region_name=cfg.region,
-                    retries={"max_attempts": cfg.max_attempts, "mode": "standard"},
-                    s3={"addressing_style": cfg.addressing_style},
-                    connect_timeout=cfg.connect_timeout,
-                    read_timeout=cfg.read_timeout,
-                    max_pool_connections=pool,
-                )
-                self._client = session.client("s3", endpoint_url=cfg.endpoint_url, config=bcfg)
+                self._client = self._make_client(int(cfg.max_attempts or 1), cfg.read_timeout)
                 self._pid = pid
         return self._client
+
+    def read_client(self) -> Any:
+        """The boto3 client for object reads of this process: one attempt per request (the
+        read loop retries) and socket reads clipped to the stall deadline.
+
+        Raises:
+            MissingDependencyError: boto3 is not installed.
+        """
+        pid = os.getpid()
+        if self._read_client is not None and self._read_pid == pid:
+            return self._read_client
+        with self._lock:
+            if self._read_client is None or self._read_pid != pid:
+                timeout = policy(self.config).read_timeout(self.config.read_timeout)
+                self._read_client = self._make_client(1, timeout)
+                self._read_pid = pid
+        return self._read_client
+
+    def _make_client(self, attempts: int, read_timeout: float | None) -> Any:
+        if boto3 is None:
+            raise MissingDependencyError("the s3:// backend needs boto3", extra="s3")
+        cfg = self.config
+        session = boto3.session.Session(
+            profile_name=cfg.profile,
+            aws_access_key_id=cfg.access_key_id,
+            aws_secret_access_key=cfg.secret_access_key,
+            aws_session_token=cfg.session_token,
+        )
+        bcfg = botocore.config.Config(
+            region_name=cfg.region,
+            retries={"max_attempts": attempts, "mode": "standard"},
+            s3={"addressing_style": cfg.addressing_style},
+            connect_timeout=cfg.connect_timeout,
+            read_timeout=read_timeout,
+            max_pool_connections=max(10, 2 * (cfg.prefetch or 0) + 4),
+        )
+        return session.client("s3", endpoint_url=cfg.endpoint_url, config=bcfg)
+
+    def stall_bound(self) -> float:
+        """Seconds a read can go without a new byte before it raises (with these settings)."""
+        cfg = self.config
+        return stall_bound(
+            float(cfg.stall_timeout or 0),
+            float(cfg.connect_timeout or 0),
+            float(cfg.read_timeout or 0),
+        )
 
     def _extra(self) -> dict[str, str]:
         return {"RequestPayer": "requester"} if self.config.requester_pays else {}
@@ -249,18 +246,19 @@ class S3Opener:
         Args:
             url: the object URL.
             **options: per-call overrides of ``prefetch``, ``prefetch_chunk``, ``retries``,
-                ``backoff``.
+                ``backoff``, ``stall_timeout``.
 
         Returns:
             A readable binary stream (``read``, ``readinto``, ``close``).
 
         Raises:
             ShardNotFoundError: no such object or bucket.
-            ShardOpenError: access denied, endpoint unreachable, other request failures.
+            ShardOpenError: access denied, endpoint unreachable, other request failures, no
+                answer within the stall deadline.
             ConfigError: an unknown option.
             MissingDependencyError: boto3 is not installed.
         """
-        allowed = {"prefetch", "prefetch_chunk", "retries", "backoff"}
+        allowed = {"prefetch", "prefetch_chunk", "retries", "backoff", "stall_timeout"}
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise ConfigError(
@@ -270,7 +268,7 @@ class S3Opener:
         bucket, key = split_s3_url(url)
         if not key:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
-        client = self.client()
+        client = self.read_client()
         if cfg.prefetch:
             from wds_cloud.openers.s3_prefetch import open_prefetching
 
@@ -282,51 +280,11 @@ class S3Opener:
     def _open_sequential(
         self, client: Any, cfg: S3Config, url: str, bucket: str, key: str
     ) -> IO[bytes]:
-        pinned: dict[str, Any] = {}
-        extra = self._extra()
-
-        def fetch(offset: int) -> tuple[IO[bytes], int]:
-            kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, **extra}
-            if pinned:
-                kwargs["IfMatch"] = pinned["etag"]
-                if offset:
-                    kwargs["Range"] = f"bytes={offset}-"
-            try:
-                response = client.get_object(**kwargs)
-            except bexc.ClientError as exc:
-                if not pinned:
-                    raise self._error(exc, url) from exc
-                err = self._error(exc, url, offset=offset)
-                if not isinstance(err, ShardReadError):
-                    err = ShardReadError(
-                        f"resuming the read failed: {err.reason}", url=url, offset=offset
-                    )
-                raise err from exc
-            except read_errors() as exc:
-                if not pinned:  # the first request: boto3 already retried; say where we failed
-                    raise self._error(exc, url) from exc
-                raise
-            if not pinned:
-                pinned["etag"] = response.get("ETag")
-                pinned["size"] = response.get("ContentLength")
-            return response["Body"], offset
-
-        body, _ = fetch(0)
-        first = [body]
-
-        def fetch_resuming(offset: int) -> tuple[IO[bytes], int]:
-            if first:
-                return first.pop(), offset
-            return fetch(offset)
-
-        return _S3Stream(  # type: ignore[return-value]
-            fetch_resuming,
-            url=url,
-            size=pinned.get("size"),
-            retries=cfg.retries or 0,
-            backoff=cfg.backoff or 0.0,
-            retry_on=read_errors(),
+        fetch = ObjectFetch(self, client, url, bucket, key)
+        reader = ResumableReader(
+            fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
         )
+        return reader.start()  # type: ignore[return-value]
 
     # -- listing ---------------------------------------------------------------------------
 

@@ -30,7 +30,8 @@ _DEFAULTS: dict[str, Any] = {
     "prefetch": 0,
     "prefetch_chunk": 8 << 20,
     "connect_timeout": 10.0,
-    "read_timeout": 60.0,
+    "read_timeout": 20.0,
+    "stall_timeout": 60.0,
     "list_page_size": 1000,
     "access_key_id": None,
     "secret_access_key": None,
@@ -80,13 +81,16 @@ class S3Config:
         addressing_style: ``"path"``, ``"virtual"`` or ``"auto"``.
         requester_pays: send ``RequestPayer=requester``.
         max_attempts: boto3 attempts per request (standard retry mode).
-        retries: stream resumes allowed in a row after dropped connections.
-        backoff: first resume delay in seconds (doubles each time, up to 5 s).
+        retries: read attempts in a row without a new byte (first request, resumes,
+            prefetch chunks) before giving up.
+        backoff: first retry delay in seconds (doubles each time, up to 5 s).
         multipart_chunksize: upload part size in bytes (at least 5 MiB).
         prefetch: parallel ranged GETs in flight per stream; 0 streams one GET.
         prefetch_chunk: bytes per ranged GET when prefetching.
         connect_timeout: seconds.
-        read_timeout: seconds without data before a read counts as dropped.
+        read_timeout: seconds one socket read may wait before the request counts as
+            dropped (clipped to ``stall_timeout``).
+        stall_timeout: seconds without a new byte before a read gives up ("stalled").
         list_page_size: ``MaxKeys`` per ``ListObjectsV2`` page.
         access_key_id: explicit credentials (otherwise boto3's chain).
         secret_access_key: explicit credentials.
@@ -106,6 +110,7 @@ class S3Config:
     prefetch_chunk: int | None = None
     connect_timeout: float | None = None
     read_timeout: float | None = None
+    stall_timeout: float | None = None
     list_page_size: int | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
@@ -155,6 +160,10 @@ class S3Config:
         for name in ("retries", "prefetch"):
             if values[name] < 0:
                 raise ConfigError(f"S3 {name} must be >= 0, got {values[name]}")
+        if not values["stall_timeout"] > 0:
+            raise ConfigError(
+                f"S3 stall_timeout must be > 0 seconds, got {values['stall_timeout']}"
+            )
         return replace(self, **values)
 
 
