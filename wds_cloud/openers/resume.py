@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from wds_cloud.errors import ShardError, ShardOpenError, ShardReadError
 from wds_cloud.openers.backoff import Backoff, RetryPolicy
-from wds_cloud.redact import redact_url
+from wds_cloud.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ class ResumableReader(io.RawIOBase):
                 redact_url(self.url),
                 self.origin + self.position,
                 self._backoff.failures + 1,
-                error,
+                redact_text(repr(error)),
             )
 
     def _give_up(self, reason: str, error: BaseException | None) -> ShardError:

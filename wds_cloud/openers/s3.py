@@ -42,6 +42,7 @@ from wds_cloud.openers.backoff import stall_bound
 from wds_cloud.openers.resume import ResumableReader
 from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Config, split_s3_url
 from wds_cloud.openers.s3_read import ObjectFetch, policy, read_errors
+from wds_cloud.redact import redact_url
 
 try:
     import boto3
@@ -164,7 +165,9 @@ class S3Opener:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"S3Opener(endpoint_url={self.config.endpoint_url!r}, region={self.config.region!r})"
+        endpoint = self.config.endpoint_url
+        shown = redact_url(endpoint) if endpoint else endpoint
+        return f"S3Opener(endpoint_url={shown!r}, region={self.config.region!r})"
 
     # -- client ----------------------------------------------------------------------------
 
