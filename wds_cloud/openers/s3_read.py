@@ -94,10 +94,11 @@ def raw_body(streaming_body: Any) -> Body:
     """The body of a ``GetObject`` answer, read one socket read at a time.
 
     botocore's ``StreamingBody`` offers only ``read(n)``, which loops until ``n`` bytes and drops
-    them on a reset. Its urllib3 response sits in the private ``_raw_stream`` attribute (checked
-    with botocore 1.29 to 1.44.5); when that is a urllib3 2.x response it is read with urllib3's
-    public ``read1``. Otherwise small reads keep the loss per reset bounded. The content length
-    is checked by the read loop.
+    them on a reset, and no public way to its urllib3 response. That response sits in the
+    private ``_raw_stream`` attribute (checked with botocore 1.44.5 and urllib3 2.8.0, the
+    versions installed in the project environment); when it is a urllib3 2.x response it is read
+    with urllib3's public ``read1``, otherwise (another botocore layout, urllib3 1.x) with
+    64 KiB reads, which bound what one reset can cost. The read loop checks the content length.
     """
     raw = getattr(streaming_body, "_raw_stream", None)
     base = getattr(u3response, "BaseHTTPResponse", None)  # urllib3 >= 2.0 (has read1)
