@@ -46,26 +46,18 @@ def registry(emulator: AisEmulator) -> OpenerRegistry:
 def uploaded(emulator: AisEmulator) -> tuple[list[tuple[Archive, str]], list[str]]:
     """(archive, URL) pairs and the original-failure shard URLs."""
     emulator.store.create_bucket("differential")
-    items = []
-    for arch in targen.archives(SEEDS):
-        emulator.store.put_object("differential", f"{arch.seed}.tar", arch.blob)
-        items.append((arch, f"ais://differential/{arch.seed}.tar"))
-    straddle = []
-    for i, (data, _) in enumerate(targen.default_straddle_shards()):
-        emulator.store.put_object("differential", f"straddle-{i}.tar", data)
-        straddle.append(f"ais://differential/straddle-{i}.tar")
-    return items, straddle
+    return targen.upload_all(
+        SEEDS,
+        lambda key, data: emulator.store.put_object("differential", key, data),
+        "ais://differential/",
+    )
 
 
 def test_ais_reads_like_tarfile(uploaded: tuple, registry: OpenerRegistry) -> None:
-    items, _ = uploaded
-    failures = targen.compare(items, targen.url_reader(registry))
-    assert not failures, targen.report(failures, len(items))
+    targen.assert_reads_like_tarfile(uploaded[0], registry)
 
 
 def test_webdataset_over_ais_reads_the_original_failure(
     uploaded: tuple, registry: OpenerRegistry
 ) -> None:
-    _, urls = uploaded
-    expected = [s for _, samples in targen.default_straddle_shards() for s in samples]
-    assert targen.pipeline_samples(urls, registry) == expected
+    targen.assert_pipeline_reads_the_original_failure(uploaded[1], registry)

@@ -35,28 +35,20 @@ def registry(fake_gcs: FakeGcsServer) -> OpenerRegistry:
 def uploaded(gcs_client: Any) -> Iterator[tuple[list[tuple[Archive, str]], list[str]]]:
     """(archive, URL) pairs and the original-failure shard URLs; deleted afterwards."""
     bucket = gcs_client.create_bucket("differential")
-    items = []
-    for arch in targen.archives(SEEDS):
-        bucket.blob(f"{arch.seed}.tar").upload_from_string(arch.blob)
-        items.append((arch, f"gs://differential/{arch.seed}.tar"))
-    straddle = []
-    for i, (data, _) in enumerate(targen.default_straddle_shards()):
-        bucket.blob(f"straddle-{i}.tar").upload_from_string(data)
-        straddle.append(f"gs://differential/straddle-{i}.tar")
-    yield items, straddle
+    yield targen.upload_all(
+        SEEDS,
+        lambda key, data: bucket.blob(key).upload_from_string(data),
+        "gs://differential/",
+    )
     for blob in gcs_client.list_blobs("differential"):
         blob.delete()
 
 
 def test_gcs_reads_like_tarfile(uploaded: Any, registry: OpenerRegistry) -> None:
-    items, _ = uploaded
-    failures = targen.compare(items, targen.url_reader(registry))
-    assert not failures, targen.report(failures, len(items))
+    targen.assert_reads_like_tarfile(uploaded[0], registry)
 
 
 def test_webdataset_over_gcs_reads_the_original_failure(
     uploaded: Any, registry: OpenerRegistry
 ) -> None:
-    _, urls = uploaded
-    expected = [s for _, samples in targen.default_straddle_shards() for s in samples]
-    assert targen.pipeline_samples(urls, registry) == expected
+    targen.assert_pipeline_reads_the_original_failure(uploaded[1], registry)

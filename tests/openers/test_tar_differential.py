@@ -44,15 +44,13 @@ def test_http_reads_like_tarfile(server: HttpFileServer) -> None:
     items: list[tuple[Archive, str]] = [
         (a, server.url(f"{a.seed}.tar")) for a in targen.archives(HTTP_SEEDS)
     ]
-    failures = targen.compare(items, targen.url_reader(OpenerRegistry()))
-    assert not failures, targen.report(failures, len(items))
+    targen.assert_reads_like_tarfile(items, OpenerRegistry())
     assert server.requests >= len(items)
 
 
 def test_pipe_reads_like_tarfile(root: Path) -> None:
     items = [(a, f"pipe:cat {root / f'{a.seed}.tar'}") for a in targen.archives(PIPE_SEEDS)]
-    failures = targen.compare(items, targen.url_reader(OpenerRegistry()))
-    assert not failures, targen.report(failures, len(items))
+    targen.assert_reads_like_tarfile(items, OpenerRegistry())
 
 
 def test_webdataset_over_http_and_pipe_reads_the_original_failure(

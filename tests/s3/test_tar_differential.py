@@ -43,26 +43,18 @@ def uploaded(raw_client: Any) -> tuple[list[tuple[Archive, str]], list[str]]:
             if attempt == 99:
                 raise
             time.sleep(0.1)
-    items = []
-    for arch in targen.archives(SEEDS):
-        raw_client.put_object(Bucket=bucket, Key=f"{arch.seed}.tar", Body=arch.blob)
-        items.append((arch, f"s3://{bucket}/{arch.seed}.tar"))
-    straddle = []
-    for i, (data, _) in enumerate(targen.default_straddle_shards()):
-        raw_client.put_object(Bucket=bucket, Key=f"straddle-{i}.tar", Body=data)
-        straddle.append(f"s3://{bucket}/straddle-{i}.tar")
-    return items, straddle
+    return targen.upload_all(
+        SEEDS,
+        lambda key, data: raw_client.put_object(Bucket=bucket, Key=key, Body=data),
+        f"s3://{bucket}/",
+    )
 
 
 def test_s3_reads_like_tarfile(uploaded: Any, registry: OpenerRegistry) -> None:
-    items, _ = uploaded
-    failures = targen.compare(items, targen.url_reader(registry))
-    assert not failures, targen.report(failures, len(items))
+    targen.assert_reads_like_tarfile(uploaded[0], registry)
 
 
 def test_webdataset_over_s3_reads_the_original_failure(
     uploaded: Any, registry: OpenerRegistry
 ) -> None:
-    _, urls = uploaded
-    expected = [s for _, samples in targen.default_straddle_shards() for s in samples]
-    assert targen.pipeline_samples(urls, registry) == expected
+    targen.assert_pipeline_reads_the_original_failure(uploaded[1], registry)

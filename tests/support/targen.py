@@ -724,3 +724,31 @@ def _group(files: list[tuple[str, bytes]]) -> Iterator[dict[str, Any]]:
         sample[ext] = data
     if sample:
         yield sample
+
+
+def upload_all(
+    seeds: range, put: Callable[[str, bytes], None], prefix: str
+) -> tuple[list[tuple[Archive, str]], list[str]]:
+    """Store the archives of ``seeds`` and the original-failure shards through ``put(key,
+    data)``; return ``(archive, URL)`` pairs and the shard URLs (``prefix`` + key)."""
+    items = []
+    for arch in archives(seeds):
+        put(f"{arch.seed}.tar", arch.blob)
+        items.append((arch, f"{prefix}{arch.seed}.tar"))
+    straddle = []
+    for i, (data, _) in enumerate(default_straddle_shards()):
+        put(f"straddle-{i}.tar", data)
+        straddle.append(f"{prefix}straddle-{i}.tar")
+    return items, straddle
+
+
+def assert_reads_like_tarfile(items: list[tuple[Archive, str]], registry: Any) -> None:
+    """Every archive, opened by URL through ``registry``, reads as tarfile reads it."""
+    failures = compare(items, url_reader(registry))
+    assert not failures, report(failures, len(items))
+
+
+def assert_pipeline_reads_the_original_failure(urls: list[str], registry: Any) -> None:
+    """``wds.WebDataset`` over the original-failure shards yields every sample, in order."""
+    expected = [s for _, samples in default_straddle_shards() for s in samples]
+    assert pipeline_samples(urls, registry) == expected
