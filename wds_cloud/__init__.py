@@ -136,6 +136,9 @@ _EXPORTS: dict[str, str] = {
     "DevicePrefetcher": "wds_cloud.pytorch.builder",
     "WebLoader": "wds_cloud.pytorch",
     "make_loader": "wds_cloud.pytorch.builder",
+    # webdataset's module layout
+    "alias_webdataset": "wds_cloud.webdataset_api",
+    "webdataset_module": "wds_cloud.webdataset_api",
     # measurement and preview
     "BenchResult": "wds_cloud.bench",
     "bench_loader": "wds_cloud.bench",
@@ -150,6 +153,25 @@ _TORCH_AWARE: dict[str, str] = {
     "WebDataset": "wds_cloud.core.compat",
 }
 
+# webdataset's module names (``wds.filters``, ``wds.utils``, ...): facades, wds_cloud.webdataset_api
+_WEBDATASET_MODULES = frozenset(
+    [
+        "autodecode",
+        "cache",
+        "compat",
+        "extradatasets",
+        "filters",
+        "handlers",
+        "mix",
+        "pipeline",
+        "shardlists",
+        "tariterators",
+        "tenbin",
+        "utils",
+        "writer",
+    ]
+)
+
 __all__ = sorted([*_EXPORTS, *_TORCH_AWARE, "__version__"])
 
 
@@ -161,6 +183,10 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None and name in _TORCH_AWARE:
         module = "wds_cloud.pytorch" if _torch_available() else _TORCH_AWARE[name]
+    if module is None and name in _WEBDATASET_MODULES:
+        from wds_cloud.webdataset_api import webdataset_module
+
+        return webdataset_module(name)  # wds.utils, wds.filters, ... as in webdataset
     if module is None:
         raise AttributeError(f"module 'wds_cloud' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
