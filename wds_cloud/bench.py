@@ -55,7 +55,8 @@ class BenchResult:
         wall_samples_per_s: samples / ``seconds``: the whole run, start-up included.
         wall_mb_per_s: payload MB / ``seconds`` (None when bytes are not counted).
         too_short: why the run gave no window figures, or None when it did.
-        step_window_mean: comparison mode: mean window time of the step on one cached batch.
+        step_window_mean: comparison mode: mean window time of the step on one cached batch
+            (None without comparison or when the run is too short).
         step_window_variance: its variance.
         loader_to_step_ratio: ``window_mean / step_window_mean`` (None without comparison,
             when the run is too short, or when the step time is 0).
@@ -195,7 +196,7 @@ def bench_loader(
         window: batches per timed window.
         step: the training step (default: nothing).
         compare: also time ``step`` on the first batch repeated (default: when ``step`` is
-            given).
+            given); skipped for a run too short to measure.
         nbytes: payload bytes of a batch (None: MB/s is not reported).
         batch_len: samples in a batch (default: length of the first field).
         synchronize: called before each time stamp (e.g. ``torch.cuda.synchronize``), so
@@ -278,7 +279,7 @@ def bench_loader(
         result.samples_per_s = (marks[-1][1] - marks[0][1]) / span if span > 0 else 0.0
         if nbytes is not None:
             result.mb_per_s = (marks[-1][2] - marks[0][2]) / 1e6 / span if span > 0 else 0.0
-    if compare:
+    if compare and too_short is None:  # a run too short to measure has nothing to compare
         _compare(result, first_batch, step, count, window, sync)
     return result
 
@@ -297,9 +298,6 @@ def _compare(
             now = time.perf_counter()
             times.append(now - last)
             last = now
-    if not times:
-        sync()
-        times = [time.perf_counter() - last]
     mean, var = _stats(times)
     result.step_window_mean = mean
     result.step_window_variance = var

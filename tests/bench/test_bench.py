@@ -88,6 +88,14 @@ def test_one_window_is_too_short_the_first_is_warm_up() -> None:
     assert two.window_variance == 0.0  # one measured window
 
 
+def test_too_short_run_has_no_step_comparison() -> None:
+    calls: list[int] = []
+    result = bench_loader([[0] * 4 for _ in range(3)], window=2, step=lambda b: calls.append(1))
+    assert result.too_short is not None and len(calls) == 3  # the loader pass only
+    assert result.step_window_mean is None and result.loader_to_step_ratio is None
+    assert "step-only" not in result.table()
+
+
 def test_windows_that_a_prefetch_queue_could_serve_are_too_short() -> None:
     batches = [[0] * 4 for _ in range(5)]
     result = bench_loader(batches, window=1, prefetched=4)
