@@ -51,3 +51,16 @@ def test_mean_and_variance_of_the_window_time(wds_cli: Runner, image_shards: lis
         rows
     )
     assert "first dropped" in rows["window time mean"]
+
+
+def test_workers_are_capped_at_the_shard_count(wds_cli: Runner, image_shards: list[Path]) -> None:
+    spec = str(image_shards[0].parent) + "/"
+    out = wds_cli("bench", spec, "--workers", "5", "--batch-size", "2", "--window", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["config"]["num_workers"] == NSHARDS
+    assert f"{NSHARDS} shard(s): using {NSHARDS} worker(s) instead of 5" in out.stderr.decode()
+    resampled = wds_cli("bench", spec, "--workers", "3", "--resampled", "--batches", "6",
+                        "--batch-size", "2", "--window", "1", "--json")  # fmt: skip
+    assert resampled.returncode == 0, resampled.stderr
+    assert json.loads(resampled.stdout)["config"]["num_workers"] == 3
+    assert b"instead of" not in resampled.stderr
