@@ -3,7 +3,11 @@
 The method (from the post "Training in PyTorch from Amazon S3"): iterate the loader with a
 training step (empty by default), record the time of every ``window`` batches, drop the first
 window (worker start-up, connection set-up, first shard opens), and report the mean and
-variance of the window time, samples/s and MB/s. The comparison mode times the same training
+variance of the window time, samples/s and MB/s. A run with no full window after the first
+one, or whose measured windows hold no more batches than the loader can have ready in advance
+(``prefetched``: a DataLoader's workers * prefetch factor), is too short: the window figures
+and rates are None, :attr:`BenchResult.too_short` says why, and only the wall-clock rates
+(start-up included) are given. The comparison mode times the same training
 step on one cached batch repeated the same number of times: if the loader's window time is
 close to the step-only window time, data loading keeps up; if it is much larger, loading is
 the bottleneck. Both are reported, with their ratio.
@@ -42,14 +46,20 @@ class BenchResult:
         seconds: wall time of the whole run.
         window: batches per window.
         window_times: time of every complete window, first included.
-        window_mean: mean window time, first window dropped.
-        window_variance: sample variance of the window time, first window dropped (0 with one).
-        samples_per_s: samples/s over the windows after the first (whole run if only one).
-        mb_per_s: payload MB/s (10**6 bytes) over the same span, or None.
-        step_window_mean: comparison mode: mean window time of the step on one cached batch.
+        window_mean: mean window time, first window dropped (None when too short).
+        window_variance: sample variance of the window time, first window dropped (0 with one
+            measured window; None when too short).
+        samples_per_s: samples/s over the windows after the first (None when too short).
+        mb_per_s: payload MB/s (10**6 bytes) over the same span (None when too short or when
+            bytes are not counted).
+        wall_samples_per_s: samples / ``seconds``: the whole run, start-up included.
+        wall_mb_per_s: payload MB / ``seconds`` (None when bytes are not counted).
+        too_short: why the run gave no window figures, or None when it did.
+        step_window_mean: comparison mode: mean window time of the step on one cached batch
+            (None without comparison or when the run is too short).
         step_window_variance: its variance.
-        loader_to_step_ratio: ``window_mean / step_window_mean`` (None without comparison or
-            when the step time is 0).
+        loader_to_step_ratio: ``window_mean / step_window_mean`` (None without comparison,
+            when the run is too short, or when the step time is 0).
         config: what was measured (URLs with credentials redacted, workers, batch size...).
     """
 
@@ -59,10 +69,13 @@ class BenchResult:
     seconds: float
     window: int
     window_times: list[float]
-    window_mean: float
-    window_variance: float
-    samples_per_s: float
+    window_mean: float | None
+    window_variance: float | None
+    samples_per_s: float | None
     mb_per_s: float | None
+    wall_samples_per_s: float = 0.0
+    wall_mb_per_s: float | None = None
+    too_short: str | None = None
     step_window_mean: float | None = None
     step_window_variance: float | None = None
     loader_to_step_ratio: float | None = None
@@ -77,23 +90,33 @@ class BenchResult:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     def table(self) -> str:
-        """A small human-readable table."""
+        """A small human-readable table; a too-short run ends with a note saying why."""
+        measured = max(0, len(self.window_times) - 1)
+        wall_mb = "" if self.wall_mb_per_s is None else f", {self.wall_mb_per_s:,.1f} MB/s"
         rows: list[tuple[str, str]] = [
-            ("batches", f"{self.batches} ({len(self.window_times)} windows of {self.window})"),
+            ("batches", f"{self.batches} ({len(self.window_times)} full windows of {self.window})"),
             ("samples", f"{self.samples}"),
             ("payload MB", "-" if self.nbytes is None else f"{self.nbytes / 1e6:.1f}"),
             ("wall time", f"{self.seconds:.2f} s"),
-            ("window time", f"{self.window_mean:.4f} s (var {self.window_variance:.3g})"),
-            ("samples/s", f"{self.samples_per_s:,.0f}"),
-            ("MB/s", "-" if self.mb_per_s is None else f"{self.mb_per_s:,.1f}"),
         ]
-        if self.step_window_mean is not None:
-            rows.append(
+        if self.too_short is None:
+            rows += [
                 (
-                    "step-only window",
-                    f"{self.step_window_mean:.4f} s (var {self.step_window_variance or 0:.3g})",
-                )
-            )
+                    "window time mean",
+                    f"{self.window_mean or 0:.4f} s (over {measured} windows, first dropped)",
+                ),
+                ("window time variance", f"{self.window_variance or 0:.3g} s^2"),
+                ("samples/s", f"{self.samples_per_s or 0:,.0f}"),
+                ("MB/s", "-" if self.mb_per_s is None else f"{self.mb_per_s:,.1f}"),
+            ]
+        rows.append(
+            ("wall clock", f"{self.wall_samples_per_s:,.0f} samples/s{wall_mb} (start-up included)")
+        )
+        if self.step_window_mean is not None:
+            rows += [
+                ("step-only window mean", f"{self.step_window_mean:.4f} s"),
+                ("step-only window variance", f"{self.step_window_variance or 0:.3g} s^2"),
+            ]
             ratio = self.loader_to_step_ratio
             verdict = ""
             if ratio is not None:
@@ -104,7 +127,10 @@ class BenchResult:
                 )
             rows.append(("loader/step", ("-" if ratio is None else f"{ratio:.2f}") + verdict))
         width = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+        text = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+        if self.too_short is not None:
+            text += f"\nno window mean, variance or rate: {self.too_short}"
+        return text
 
 
 def _noop(batch: Any) -> None:
@@ -119,7 +145,27 @@ def _batch_len(batch: Any) -> int:
     return len(batch)
 
 
+def _too_short(batches: int, window: int, windows: int, prefetched: int) -> str | None:
+    """Why ``windows`` full windows of ``window`` batches give no figure, or None."""
+    if windows < 2:
+        return (
+            f"the run was shorter than one full window after the first: {batches} batches, "
+            f"and the method drops the first window of {window} (start-up) and times the "
+            f"following ones; use a window of at most {batches // 3 or 1} batches or read more "
+            "data"
+        )
+    measured = (windows - 1) * window
+    if measured <= prefetched:
+        return (
+            f"the {windows - 1} window(s) after the first hold {measured} batches, no more than "
+            f"the {prefetched} the loader can have ready in advance, so they time a queue, not "
+            "loading; use longer windows or read more data"
+        )
+    return None
+
+
 def _stats(times: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample variance of ``times`` without the first (0 variance with one left)."""
     measured = list(times[1:]) if len(times) > 1 else list(times)
     if not measured:
         return 0.0, 0.0
@@ -140,6 +186,7 @@ def bench_loader(
     synchronize: Callable[[], Any] | None = None,
     progress: bool = False,
     config: dict[str, Any] | None = None,
+    prefetched: int = 0,
 ) -> BenchResult:
     """Time ``loader`` (one pass, or ``batches`` batches) with ``step`` run on every batch.
 
@@ -149,16 +196,19 @@ def bench_loader(
         window: batches per timed window.
         step: the training step (default: nothing).
         compare: also time ``step`` on the first batch repeated (default: when ``step`` is
-            given).
+            given); skipped for a run too short to measure.
         nbytes: payload bytes of a batch (None: MB/s is not reported).
         batch_len: samples in a batch (default: length of the first field).
         synchronize: called before each time stamp (e.g. ``torch.cuda.synchronize``), so
             asynchronous GPU work is counted in the window it belongs to.
         progress: show a tqdm bar on stderr.
         config: recorded in the result as it is.
+        prefetched: batches the loader may hold ready ahead of the consumer (a DataLoader:
+            ``num_workers * prefetch_factor``); measured windows holding no more batches than
+            this could be served from that queue alone, so such a run is too short.
 
     Returns:
-        The measurements.
+        The measurements (rates None and ``too_short`` set when the run is too short).
 
     Raises:
         ConfigError: ``window`` < 1, ``batches`` < 1, or the loader yields no batch.
@@ -202,27 +252,34 @@ def bench_loader(
         raise ConfigError("bench: the loader yielded no batch")
     stamps = [start] + [m[0] for m in marks]
     window_times = [b - a for a, b in itertools.pairwise(stamps)]
-    if len(marks) >= 2:  # steady state: from the end of the first window to the last one
-        span = marks[-1][0] - marks[0][0]
-        span_samples = marks[-1][1] - marks[0][1]
-        span_bytes = marks[-1][2] - marks[0][2]
-    else:
-        span, span_samples, span_bytes = end - start, samples, total_bytes
-    mean, var = _stats(window_times if window_times else [end - start])
+    seconds = end - start
+    too_short = _too_short(count, window, len(marks), prefetched)
     result = BenchResult(
         batches=count,
         samples=samples,
         nbytes=total_bytes if nbytes is not None else None,
-        seconds=end - start,
+        seconds=seconds,
         window=window,
         window_times=window_times,
-        window_mean=mean,
-        window_variance=var,
-        samples_per_s=span_samples / span if span > 0 else 0.0,
-        mb_per_s=(span_bytes / 1e6 / span if span > 0 else 0.0) if nbytes is not None else None,
+        window_mean=None,
+        window_variance=None,
+        samples_per_s=None,
+        mb_per_s=None,
+        wall_samples_per_s=samples / seconds if seconds > 0 else 0.0,
+        wall_mb_per_s=(total_bytes / 1e6 / seconds if seconds > 0 else 0.0)
+        if nbytes is not None
+        else None,
+        too_short=too_short,
         config=dict(config or {}),
     )
-    if compare:
+    if too_short is None:
+        # steady state: from the end of the first window to the end of the last one
+        span = marks[-1][0] - marks[0][0]
+        result.window_mean, result.window_variance = _stats(window_times)
+        result.samples_per_s = (marks[-1][1] - marks[0][1]) / span if span > 0 else 0.0
+        if nbytes is not None:
+            result.mb_per_s = (marks[-1][2] - marks[0][2]) / 1e6 / span if span > 0 else 0.0
+    if compare and too_short is None:  # a run too short to measure has nothing to compare
         _compare(result, first_batch, step, count, window, sync)
     return result
 
@@ -241,16 +298,12 @@ def _compare(
             now = time.perf_counter()
             times.append(now - last)
             last = now
-    if not times:
-        sync()
-        times = [time.perf_counter() - last]
     mean, var = _stats(times)
     result.step_window_mean = mean
     result.step_window_variance = var
     loader_mean = result.window_mean
-    if not result.window_times:  # fewer batches than one window: compare whole runs
-        loader_mean = result.seconds
-    result.loader_to_step_ratio = loader_mean / mean if mean > 0 else None
+    if loader_mean is not None and mean > 0:
+        result.loader_to_step_ratio = loader_mean / mean
 
 
 def payload_nbytes(sample: dict[str, Any]) -> dict[str, Any]:
@@ -300,7 +353,9 @@ def bench_urls(
         **loader_kw: more ``make_loader`` arguments (``resampled``, ``epoch_size``...).
 
     Returns:
-        The measurements; bytes are the sample payloads before decode.
+        The measurements; bytes are the sample payloads before decode. A run whose windows
+        after the first hold no more than ``num_workers * prefetch_factor`` batches is too
+        short (see :func:`bench_loader`).
     """
     from wds_cloud.pytorch.builder import make_loader
 
@@ -350,4 +405,5 @@ def bench_urls(
         batch_len=samples_in,
         progress=progress,
         config=config,
+        prefetched=num_workers * int(loader_kw.get("prefetch_factor", 2)) if num_workers else 0,
     )

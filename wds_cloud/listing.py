@@ -5,7 +5,9 @@ in each expanded pattern, globs (``*``, ``?``, ``[...]``; matched per path compo
 never crosses a ``/``) and prefixes ending in ``/`` (every shard below it, recursively). These
 are resolved through the backend's ``list(url)``: it returns the full URLs of the objects whose
 URL starts with ``url`` (S3-style key prefix, recursive). Plain URLs without wildcards are
-returned as they are, without checking that they exist.
+returned as they are, without checking that they exist, unless ``prefixes=True`` (what
+``wds-cloud ls`` does): then a plain URL is a name prefix too, as in ``aws s3 ls`` and ``ais
+bucket ls --prefix``, and nothing under it is an error (:func:`list_prefixes`).
 
 Every listed result has the scheme that was listed: local listings give absolute paths (or
 ``file://`` URLs), so a file whose name looks like a URL (``pipe:cmd;x.tar``) is read as the
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
 from wds_cloud.errors import ConfigError, ShardNotFoundError
-from wds_cloud.openers.local import is_file_url
+from wds_cloud.openers.local import is_file_url, url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
 from wds_cloud.urls import expand_urls
@@ -101,6 +103,7 @@ def list_shards(
     *,
     registry: OpenerRegistry | None = None,
     extensions: Sequence[str] | None = DEFAULT_EXTENSIONS,
+    prefixes: bool = False,
 ) -> list[str]:
     """Expand ``spec`` into shard URLs, listing globs and ``/``-terminated prefixes.
 
@@ -111,19 +114,35 @@ def list_shards(
         registry: where the backends come from (the default registry when None).
         extensions: only listed names ending in one of these are kept (case-insensitive);
             None keeps everything. Explicit URLs are never filtered.
+        prefixes: also take every plain URL (no wildcard, no final ``/``) as a name prefix,
+            as ``aws s3 ls`` and ``ais bucket ls --prefix`` do, and check that something is
+            there (see :func:`list_prefixes`). False: plain URLs are returned unchecked.
 
     Returns:
         The URLs in the order of ``spec``, each listed pattern replaced in place by its sorted
         matches. Repeats given explicitly are kept (``"a.tar::a.tar"`` reads it twice).
 
     Raises:
-        ShardNotFoundError: a glob or prefix matched no shard, naming the pattern.
+        ShardNotFoundError: a glob or prefix matched no shard, naming the pattern; with
+            ``prefixes``, a plain URL with nothing at or under it, or a missing bucket.
         ConfigError: a malformed template, or a pattern on a backend that cannot list (http).
     """
     registry = registry or default_registry()
+    urls = expand_urls(spec)
+    under: dict[str, list[str]] = {}
+    if prefixes:
+        plain = [
+            u
+            for u in urls
+            if u != "-" and url_scheme(u) != "pipe" and not _is_pattern(_split_query(u)[0])
+        ]
+        under = list_prefixes(plain, registry=registry, extensions=extensions)
     result: list[str] = []
-    for url in expand_urls(spec):
-        result.extend(list_pattern(url, registry=registry, extensions=extensions))
+    for url in urls:
+        if url in under:
+            result.extend(under[url])
+        else:
+            result.extend(list_pattern(url, registry=registry, extensions=extensions))
     if not result:
         raise ShardNotFoundError(f"no shards in {spec!r}")
     return result
@@ -158,3 +177,103 @@ def list_pattern(
     if not found:
         raise ShardNotFoundError(f"no shards{kinds} match {redact_url(url)!r}", url=url)
     return [u + query for u in found]
+
+
+def _group_key(url: str) -> tuple[str, str, str]:
+    """URLs that one listing call can answer: same scheme, same bucket, same query."""
+    base, query = _split_query(url)
+    scheme = url_scheme(base)
+    rest = base.split("://", 1)[1] if "://" in base else base
+    return scheme, rest.split("/", 1)[0], query
+
+
+def _list_local_prefix(
+    registry: OpenerRegistry, url: str, extensions: Sequence[str] | None
+) -> list[str]:
+    """A file itself; a folder walked; else the files of its folder whose path starts so."""
+    if os.path.isfile(url_to_path(url)):
+        return [url]
+    try:
+        found = _check_listed(list(registry.for_url(url).list(url)), "file", url)
+    except ShardNotFoundError as exc:
+        folder = os.path.dirname(url_to_path(url)) or "."
+        raise ShardNotFoundError(
+            f"no such file or folder: {redact_url(url)!r} (and no folder {folder!r} to look "
+            "for names starting so)",
+            url=url,
+        ) from exc
+    return _keep(found, extensions, exact=None)
+
+
+def _common_prefix(names: Sequence[str]) -> str:
+    """The longest string every name starts with (character-wise, as object keys are)."""
+    low, high = min(names), max(names)
+    n = 0
+    while n < min(len(low), len(high)) and low[n] == high[n]:
+        n += 1
+    return low[:n]
+
+
+def _keep(found: Iterable[str], extensions: Sequence[str] | None, exact: str | None) -> list[str]:
+    """``found`` sorted, without names lacking one of ``extensions`` (``exact`` always kept)."""
+    suffixes = tuple(e.lower() for e in extensions) if extensions is not None else None
+    return sorted(
+        {u for u in found if u == exact or suffixes is None or u.lower().endswith(suffixes)}
+    )
+
+
+def list_prefixes(
+    urls: Sequence[str],
+    *,
+    registry: OpenerRegistry | None = None,
+    extensions: Sequence[str] | None = DEFAULT_EXTENSIONS,
+) -> dict[str, list[str]]:
+    """What is at or under each URL, taken as a name prefix (``aws s3 ls``, ``ais bucket ls
+    --prefix``): ``ais://images/shuffled`` gives ``shuffled-000.tar``, ``shuffled/a.tar``...
+
+    The object named exactly by a URL is always kept; the other names only when they end in
+    one of ``extensions`` (None keeps all). A local file is itself; a local folder is listed
+    recursively; anything else local is a name prefix inside its folder. URLs of one bucket
+    are answered by one listing of their common prefix. A backend that cannot list (http) has
+    each URL opened once to check that it exists.
+
+    Returns:
+        ``{url: sorted URLs}`` for every URL in ``urls``.
+
+    Raises:
+        ShardNotFoundError: nothing is at or under a URL (the message names it and counts the
+            others), or the bucket or folder does not exist.
+        ConfigError: a listing result that is not a URL of the listed scheme.
+    """
+    registry = registry or default_registry()
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for url in dict.fromkeys(urls):
+        groups.setdefault(_group_key(url), []).append(url)
+    out: dict[str, list[str]] = {}
+    for (scheme, _, query), members in groups.items():
+        opener = registry.for_url(members[0])
+        if scheme == "file":
+            for url in members:
+                out[url] = _list_local_prefix(registry, url, extensions)
+        elif getattr(opener, "list", None) is None:
+            for url in members:
+                opener.open(url).close()  # raises ShardNotFoundError when it is missing
+                out[url] = [url]
+        else:
+            bases = [_split_query(u)[0] for u in members]
+            common = _common_prefix(bases)
+            found = _check_listed(list(opener.list(common)), scheme, members[0])
+            for url, base in zip(members, bases, strict=True):
+                hits = [u + query for u in found if u.startswith(base)]
+                out[url] = _keep(hits, extensions, exact=url)
+    missing = [u for u in urls if not out[u]]
+    if missing:
+        more = (
+            f" (nor under {len(missing) - 1} more of the {len(urls)} given)" if missing[1:] else ""
+        )
+        kinds = f" with extension {', '.join(extensions)}" if extensions is not None else ""
+        raise ShardNotFoundError(
+            f"no object and no shard{kinds} under {redact_url(missing[0])!r}{more}",
+            url=missing[0],
+        )
+    return out

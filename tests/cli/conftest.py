@@ -1,4 +1,6 @@
-"""Fixtures for the CLI tests: real image shards on disk and a runner for ``wds-cloud``."""
+"""Fixtures for the CLI tests: real image shards on disk, a runner for ``wds-cloud`` and a
+fresh bucket on every backend (``backend``: local, SeaweedFS S3, fake-gcs-server, AIStore
+emulator)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.cli.backends import (
+    Backend,
+    ais_backend,
+    clean_env,
+    gcs_backend,
+    local_backend,
+    s3_backend,
+)
+from tests.emulators.ais.fixtures import ais_emulator  # noqa: F401 - fixture re-export
+from tests.gcs.conftest import fake_gcs  # noqa: F401 - session fixture re-export
+from tests.s3.conftest import seaweed  # noqa: F401 - session fixture re-export
 
 NSHARDS = 2
 PER_SHARD = 6
@@ -52,15 +66,41 @@ Runner = Callable[..., subprocess.CompletedProcess[bytes]]
 
 @pytest.fixture
 def wds_cli() -> Runner:
-    """Run ``python -m wds_cloud.cli ARGS``; returns the completed process (bytes)."""
+    """Run ``python -m wds_cloud.cli ARGS``; returns the completed process (bytes).
 
-    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    ``env=`` replaces the environment (see ``backends.clean_env``); ``input=`` is stdin.
+    """
+
+    def run(
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        input: bytes | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
             [sys.executable, "-m", "wds_cloud.cli", *args],
             capture_output=True,
             cwd=cwd,
+            env=env,
+            input=input,
             timeout=120,
             check=False,
         )
 
     return run
+
+
+@pytest.fixture(params=["local", "s3", "gs", "ais"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """A fresh bucket (or folder) on each backend in turn, with the CLI's environment for it."""
+    kind = request.param
+    if kind == "local":
+        return local_backend(tmp_path)
+    if kind == "s3":
+        return s3_backend(request.getfixturevalue("seaweed"))
+    if kind == "gs":
+        return gcs_backend(request.getfixturevalue("fake_gcs"))
+    return ais_backend(request.getfixturevalue("ais_emulator"))
+
+
+__all__ = ["Backend", "Runner", "clean_env"]

@@ -133,7 +133,7 @@ def test_bench_json(wds_cli: Runner, image_shards: list[Path]) -> None:
         "bench",
         str(image_shards[0].parent) + "/",
         "--workers",
-        "2",
+        "1",  # at most 2 batches prefetched: the 3 measured windows time loading
         "--batch-size",
         "3",
         "--window",
@@ -152,6 +152,7 @@ def test_bench_json(wds_cli: Runner, image_shards: list[Path]) -> None:
     assert len(data["window_times"]) == 4 and data["window_mean"] > 0
     assert data["samples_per_s"] > 0 and data["mb_per_s"] > 0
     assert data["step_window_mean"] > 0 and data["loader_to_step_ratio"] > 0
+    assert data["too_short"] is None and data["wall_samples_per_s"] > 0
     text = wds_cli("bench", str(image_shards[0]), "--workers", "0", "--batch-size", "2")
     assert text.returncode == 0 and b"samples/s" in text.stdout
 

@@ -232,7 +232,7 @@ BAD_SPECS = [
         "only to kind 'content'",
     ),
     ("algorithm.order", base(algorithm={"order": "x"}), "unknown key"),
-    ("extension", base(extension=".tar"), "did you mean 'input_extension'"),
+    ("extension", base(extension=".tar"), "old name of 'input_extension'"),
     ("output_fromat", base(output_fromat="x"), "did you mean 'output_format'"),
     ("ekm_file", base(ekm_file="not a url"), "is not a URL"),
     ("output_shard_size", base(ekm_file="http://h/ekm", output_shard_size=None), "must be set"),

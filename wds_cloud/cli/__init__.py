@@ -1,12 +1,27 @@
 """``wds-cloud``: the command line (``python -m wds_cloud.cli`` works too).
 
-Subcommands: ``demo``, ``create``, ``ls``, ``cat``, ``stats``, ``verify``, ``preview``,
-``upload``, ``uploads``, ``dsort-spec``, ``bench``. Each has ``--help``; those that report take
-``--json``. Every failure, expected or not, prints one line
-``wds-cloud <command>: error: <message>`` on stderr (credentials in URLs redacted, control
-characters escaped) and exits with 1; usage errors exit with 2, Ctrl-C with 130, a closed
-output pipe with 141. ``verify`` exits with 1 when it finds a corrupt shard. The global
-``--debug`` flag (before or after the subcommand) also prints the traceback and DEBUG log lines.
+Subcommands:
+
+- ``demo``: a small synthetic dataset, written and streamed back.
+- ``create DIR|--recipe FILE -o OUT``: write shards; ``-o`` is a folder or prefix (names from
+  ``--pattern``) or the shard names themselves (``-o out/shard-%06d.tar``). An input with no
+  sample is an error; a failed run removes the shards and folders it made.
+- ``ls SPEC``: list shards; a plain URL is a name prefix (``ls ais://images/shuffled``, as
+  ``aws s3 ls``); nothing there, a missing bucket or path, is an error.
+- ``cat``, ``stats``, ``verify``, ``preview``: inspect shards.
+- ``upload``, ``uploads list|abort``: upload shards; incomplete S3 multipart uploads.
+- ``dsort-spec``: build an AIStore dSort spec from flags.
+- ``dsort start SPEC|-``, ``dsort wait JOB``, ``dsort abort JOB``: run dSort jobs (old spec
+  key names accepted with a warning naming the current key).
+- ``bench SPEC``: loader throughput by timed windows (mean and variance of the window time);
+  a run too short for a window after the first gives the wall-clock rate only, and says so.
+
+Each has ``--help``; those that report take ``--json``. Every failure, expected or not, prints
+one line ``wds-cloud <command>: error: <message>`` on stderr (credentials in URLs redacted,
+control characters escaped) and exits with 1; usage errors exit with 2, Ctrl-C with 130, a
+closed output pipe with 141. ``verify`` exits with 1 when it finds a corrupt shard, ``dsort
+wait`` when the job failed, was aborted or outlived ``--timeout``. The global ``--debug`` flag
+(before or after the subcommand) also prints the traceback and DEBUG log lines.
 """
 
 from __future__ import annotations
@@ -22,6 +37,7 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     from wds_cloud.cli.create import register as register_create
+    from wds_cloud.cli.dsort import register as register_dsort
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
     from wds_cloud.cli.uploads import register as register_uploads
@@ -41,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_shards(sub)
     register_misc(sub)
     register_uploads(sub)
+    register_dsort(sub)
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS

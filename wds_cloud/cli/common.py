@@ -9,8 +9,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 
-def shard_urls(specs: Iterable[str]) -> list[str]:
+def shard_urls(specs: Iterable[str], *, prefixes: bool = False) -> list[str]:
     """Expand shard specs (braces, globs, prefixes, ``::``) into URLs via ``list_shards``.
+
+    With ``prefixes`` (``ls``), a plain URL is a name prefix: what is at or under it is
+    listed, and nothing there is an error (``list_shards(..., prefixes=True)``).
 
     An argument that names an existing file or directory is that local path, taken literally
     (no brace, ``::`` or glob expansion) and never a command, even when it starts with
@@ -23,7 +26,7 @@ def shard_urls(specs: Iterable[str]) -> list[str]:
     urls: list[str] = []
     for spec in specs:
         if spec == "-" or not os.path.lexists(spec):
-            urls.extend(list_shards(spec))
+            urls.extend(list_shards(spec, prefixes=prefixes))
         elif os.path.isdir(spec):
             urls.extend(list_pattern(os.path.join(os.path.abspath(spec), "")))
         else:

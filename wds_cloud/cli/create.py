@@ -5,21 +5,28 @@ up to the first dot of the basename, extension = the rest). A recipe has one
 ``archive-name source`` line per member; ``source`` is a file path, ``text:...`` (the literal
 text) or ``pipe:CMD`` (the command's stdout; refused, like every ``pipe:``, when
 WDS_CLOUD_ALLOW_PIPE=0 or WDS_SECURE=1). Members with the same key must be on consecutive
-lines; ``#`` starts a comment line. Shard names (``--pattern``) must stay inside ``--output``.
+lines; ``#`` starts a comment line.
+
+Shard names: ``-o DIR`` (or an ``s3://``, ``gs://``, ``ais://`` prefix) with ``--pattern``
+(default ``shard-%06d.tar``, which must stay inside ``-o``), or ``-o`` holding the integer
+format itself, as ``ShardWriter`` takes it: ``-o out/shard-%06d.tar``. Every check (names,
+keys, recipe lines, an input with no sample) runs before anything is written, and a command
+that fails later removes the shards it wrote and the folders it made.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from wds_cloud.cli.common import emit_json
-from wds_cloud.cli.text import redact_data, shown
+from wds_cloud.cli.text import one_line, redact_data, shown
 from wds_cloud.errors import ConfigError, SampleError, WdsCloudError
-from wds_cloud.openers.local import url_to_path
+from wds_cloud.openers.local import is_file_url, url_to_path
 from wds_cloud.openers.registry import url_scheme
 from wds_cloud.redact import redact_url
 
@@ -35,23 +42,38 @@ def _split(name: str, where: str) -> tuple[str, str]:
     return key, ext
 
 
-def _group(members: Iterator[tuple[str, str, Any, str]]) -> Iterator[Sample]:
-    """Turn ``(key, ext, data-or-loader, where)`` runs with the same key into samples."""
-    sample: Sample | None = None
+Member = tuple[str, str, Any, str]  # (key, ext, data or loader, where)
+
+
+def _group(members: Iterable[Member]) -> list[list[Member]]:
+    """Group runs of members with the same key into samples, checking keys and extensions.
+
+    Nothing is loaded: every structural error is found before anything is written.
+    """
+    samples: list[list[Member]] = []
     seen: set[str] = set()
-    for key, ext, data, where in members:
-        if sample is None or sample["__key__"] != key:
-            if sample is not None:
-                yield sample
+    exts: set[str] = set()
+    for member in members:
+        key, ext, _, where = member
+        if not samples or samples[-1][0][0] != key:
             if key in seen:
                 raise SampleError(f"{where}: key {key!r} appears again after other keys")
             seen.add(key)
-            sample = {"__key__": key}
-        if ext.lower() in sample:
+            exts = set()
+            samples.append([])
+        if ext.lower() in exts:
             raise SampleError(f"{where}: extension {ext!r} repeated for key {key!r}")
+        exts.add(ext.lower())
+        samples[-1].append(member)
+    return samples
+
+
+def _load(members: list[Member]) -> Sample:
+    """The sample of one group, its data loaded (files read, ``pipe:`` commands run)."""
+    sample: Sample = {"__key__": members[0][0]}
+    for _, ext, data, _ in members:
         sample[ext.lower()] = data() if callable(data) else data
-    if sample is not None:
-        yield sample
+    return sample
 
 
 def directory_members(root: str) -> Iterator[tuple[str, str, Any, str]]:
@@ -123,6 +145,21 @@ def recipe_members(recipe: str) -> Iterator[tuple[str, str, Any, str]]:
             yield key, ext, (lambda p=path: _read_file(p)), where
 
 
+_DEFAULT_PATTERN = "shard-%06d.tar"
+# a printf integer conversion, as ShardWriter formats the shard number ('%%' is a literal %)
+_INT_FORMAT = re.compile(r"%(?:%|[-+ #0]*\d*(?:\.\d+)?([diouxX])?)")
+
+
+def is_shard_pattern(output: str) -> bool:
+    """True when ``-o`` holds an integer ``%`` format (``out/shard-%06d.tar``): the shard names.
+
+    In a ``file:`` URL ``%`` is percent-encoding (``file:///data/my%20set``), never a format.
+    """
+    if is_file_url(output):
+        return False
+    return any(m.group(1) for m in _INT_FORMAT.finditer(output))
+
+
 def _check_pattern(pattern: str, output: str) -> None:
     """Refuse a ``--pattern`` without a shard number or whose names leave ``--output``."""
     if "%" not in pattern:
@@ -130,7 +167,7 @@ def _check_pattern(pattern: str, output: str) -> None:
     try:
         name = pattern % 0
     except (TypeError, ValueError):
-        return  # ShardWriter names the formatting problem
+        return  # _shard_names names the formatting problem
     if name.startswith("/") or ".." in name.split("/") or "\0" in name:
         raise ConfigError(
             f"create: --pattern {pattern!r} would write outside --output "
@@ -138,40 +175,102 @@ def _check_pattern(pattern: str, output: str) -> None:
         )
 
 
-def cmd_create(args: argparse.Namespace) -> int:
-    from wds_cloud.writing.shardwriter import ShardWriter
+def _shard_names(args: argparse.Namespace) -> str:
+    """The ShardWriter pattern from ``-o`` (a directory or prefix, or itself a pattern) and
+    ``--pattern``, checked before anything is written."""
+    if is_shard_pattern(args.output):
+        if args.pattern is not None:
+            raise ConfigError(
+                f"create: -o {redact_url(args.output)!r} already holds the shard name pattern; "
+                "leave out --pattern (or give -o a directory)"
+            )
+        target, flag = args.output, "-o"
+    else:
+        pattern = _DEFAULT_PATTERN if args.pattern is None else args.pattern
+        _check_pattern(pattern, args.output)
+        # a '%' in -o (a percent-encoded file: URL, a '100%' folder) is literal, not a format
+        target, flag = args.output.rstrip("/").replace("%", "%%") + "/" + pattern, "--pattern"
+    try:
+        first, second = target % 0, target % 1
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"create: {flag} {redact_url(target)!r} must hold exactly one integer format "
+            f"such as %06d for the shard number ({exc})"
+        ) from exc
+    if first == second:
+        raise ConfigError(f"create: {flag} {redact_url(target)!r} gives every shard the same name")
+    return target
 
+
+def _source(args: argparse.Namespace) -> list[list[Member]]:
+    """The samples to write, grouped and checked (nothing loaded yet); never empty."""
     if (args.directory is None) == (args.recipe is None):
         raise ConfigError("create: give a DIRECTORY or --recipe FILE (one of them)")
-    _check_pattern(args.pattern, args.output)
-    # a '%' in --output (a percent-encoded file: URL) is literal, not a format
-    target = args.output.rstrip("/").replace("%", "%%") + "/" + args.pattern
-    if url_scheme(args.output) == "file" and args.output != "-":
-        os.makedirs(url_to_path(args.output), exist_ok=True)
-    members = (
-        directory_members(args.directory)
-        if args.directory is not None
-        else recipe_members(args.recipe)
-    )
+    if args.directory is not None:
+        samples = _group(directory_members(args.directory))
+        what = f"directory {args.directory!r} holds no files"
+    else:
+        samples = _group(recipe_members(args.recipe))
+        what = f"recipe {args.recipe!r} lists no members"
+    if not samples:
+        raise ConfigError(f"create: nothing to write: {what}")
+    return samples
+
+
+def _local_opener(made: list[str]) -> Any:
+    """ShardWriter ``opener=`` for local shards: makes the shard's directory first, recording
+    the directories it made."""
+    from wds_cloud.cli.cleanup import make_dirs
+    from wds_cloud.writing.upload import open_sink
+
+    def open_shard(name: str) -> Any:
+        make_dirs(os.path.dirname(url_to_path(name)), made)
+        return open_sink(name)
+
+    return open_shard
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from wds_cloud.cli.cleanup import undo
+    from wds_cloud.writing.shardwriter import ShardWriter
+
+    target = _shard_names(args)
+    samples = _source(args)
+    local = url_scheme(target) == "file" and target != "-"
+    made: list[str] = []
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(desc="create", unit="sample", leave=False, file=sys.stderr)
-    count = 0
-    with ShardWriter(target, maxcount=args.maxcount, maxsize=args.maxsize) as sink:
-        for sample in _group(members):
-            sink.write(sample)
-            count += 1
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+        bar = tqdm(total=len(samples), desc="create", unit="sample", leave=False, file=sys.stderr)
+    sink = ShardWriter(
+        target,
+        maxcount=args.maxcount,
+        maxsize=args.maxsize,
+        opener=_local_opener(made) if local else None,
+    )
+    try:
+        with sink:
+            for members in samples:
+                sink.write(_load(members))
+                if bar is not None:
+                    bar.update(1)
+    except BaseException as exc:
+        left = undo(list(sink.shards), made)
+        if left and isinstance(exc, Exception):
+            raise WdsCloudError(
+                f"{one_line(exc)}; and {len(left)} of the written shards or folders could not "
+                f"be removed: {', '.join(redact_url(u) for u in left)}"
+            ) from exc
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
     shards = list(sink.shards)
     if args.json:
-        emit_json(redact_data({"samples": count, "shards": shards}))
+        emit_json(redact_data({"samples": len(samples), "shards": shards}))
     else:
-        print(f"wrote {count} samples into {len(shards)} shards")
+        print(f"wrote {len(samples)} samples into {len(shards)} shards")
         for url in shards:
             print(f"  {shown(url)}")
     return 0
@@ -188,10 +287,15 @@ def register(sub: Any) -> None:
     p.add_argument("directory", nargs="?", help="files grouped by key (KEY.EXT names)")
     p.add_argument("--recipe", help="file of 'archive-name source' lines (path, text:, pipe:)")
     p.add_argument(
-        "-o", "--output", default=".", help="directory or s3:// gs:// ais:// prefix (default .)"
+        "-o",
+        "--output",
+        default=".",
+        help="directory or s3:// gs:// ais:// prefix (default .), or the shard names "
+        "themselves: out/shard-%%06d.tar",
     )
     p.add_argument(
-        "--pattern", default="shard-%06d.tar", help="shard name pattern (default %(default)s)"
+        "--pattern",
+        help=f"shard names inside -o (default {_DEFAULT_PATTERN.replace('%', '%%')})",
     )
     p.add_argument("--maxcount", type=int, default=100000, help="samples per shard at most")
     p.add_argument("--maxsize", type=float, default=3e9, help="bytes per shard at most")
@@ -200,4 +304,4 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_create)
 
 
-__all__ = ["cmd_create", "directory_members", "recipe_members", "register"]
+__all__ = ["cmd_create", "directory_members", "is_shard_pattern", "recipe_members", "register"]

@@ -32,7 +32,7 @@ def _sample_sizes(url: str, on_warning: Any = None) -> Any:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    urls = shard_urls(args.spec)
+    urls = shard_urls(args.spec, prefixes=True)
     if not args.samples:
         if args.json:
             emit_json(redact_data({"shards": urls}))
@@ -193,8 +193,18 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add the inspection subcommands to ``sub``."""
-    p = sub.add_parser("ls", help="list shards under a URL/prefix/glob (or a shard's samples)")
-    p.add_argument("spec", nargs="+", help="shard URL, brace pattern, glob or prefix ending in /")
+    p = sub.add_parser(
+        "ls",
+        help="list shards under a URL/prefix/glob (or a shard's samples)",
+        description="List shards. A plain URL is a name prefix, as in 'aws s3 ls' and 'ais "
+        "bucket ls --prefix': 'ls ais://images/shuffled' lists shuffled-000.tar, "
+        "shuffled/a.tar... (the object named exactly is listed whatever its extension, "
+        "other names only when they end in .tar, .tgz or .tar.gz). A path, prefix, bucket "
+        "or shard that does not exist is an error (exit 1).",
+    )
+    p.add_argument(
+        "spec", nargs="+", help="shard URL or name prefix, brace pattern, glob, prefix ending in /"
+    )
     p.add_argument("--samples", action="store_true", help="list each shard's samples and files")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(func=cmd_ls)

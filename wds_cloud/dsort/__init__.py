@@ -10,15 +10,21 @@ messages that name the key, and drives jobs through the ``aistore`` SDK (``extra
 Sizes: dSort parses ``output_shard_size`` with IEC units only, so ``"100MB"`` means 100 MiB
 (104857600 bytes). :func:`validate` accepts it and emits a :class:`DsortSizeWarning`; write
 ``"100MiB"`` to be explicit. The endpoint is ``endpoint=`` or the ``AIS_ENDPOINT`` variable.
+
+Old key names from earlier AIStore docs and blog posts (``extension``, ``bck``, a bare
+``input_format`` string, ``order_file``...) are accepted everywhere a spec is read, each with a
+:class:`DsortLegacyKeyWarning` naming the current key (:func:`upgrade`).
 """
 
 from wds_cloud.dsort.job import DsortJobError, DsortResult, DsortTimeoutError, abort, start, wait
+from wds_cloud.dsort.legacy import DsortLegacyKeyWarning, upgrade
 from wds_cloud.dsort.spec import DsortSpec, load_spec
 from wds_cloud.dsort.templates import Template, expand_template, parse_size, parse_template
 from wds_cloud.dsort.validate import DsortSizeWarning, validate
 
 __all__ = [
     "DsortJobError",
+    "DsortLegacyKeyWarning",
     "DsortResult",
     "DsortSizeWarning",
     "DsortSpec",
@@ -30,6 +36,7 @@ __all__ = [
     "parse_size",
     "parse_template",
     "start",
+    "upgrade",
     "validate",
     "wait",
 ]

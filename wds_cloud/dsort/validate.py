@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from wds_cloud.dsort.legacy import upgrade
 from wds_cloud.dsort.templates import parse_size, parse_template
 from wds_cloud.errors import DsortSpecError
 
@@ -37,7 +38,6 @@ SPEC_KEYS = (
     "Config",
 )
 ALGORITHM_KEYS = ("kind", "decreasing", "seed", "extension", "content_key_type")
-_OLD_KEYS = {"extension": "input_extension", "bck": "input_bck", "order_file": "ekm_file"}
 _MAX_INPUT_NAMES = 10_000_000
 _BUCKET_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -148,7 +148,7 @@ def _unknown(spec: Mapping[str, Any], known: tuple[str, ...], prefix: str = "") 
     for key in spec:
         if key in known:
             continue
-        hint = _OLD_KEYS.get(key) or next(iter(difflib.get_close_matches(key, known, 1)), None)
+        hint = next(iter(difflib.get_close_matches(key, known, 1)), None)
         hint = f"; did you mean {prefix}{hint!r}?" if hint else ""
         raise DsortSpecError(
             f"unknown key (the server would silently ignore it){hint}", field=f"{prefix}{key}"
@@ -160,18 +160,22 @@ def validate(spec: Mapping[str, Any]) -> dict[str, Any]:
 
     Beyond the server's own checks it rejects unknown keys (the server ignores them silently),
     unbounded or prefix-only *input* templates, and numbers where the server wants strings.
+    Old key names (``extension``, ``bck``, a bare ``input_format`` string... see
+    :mod:`wds_cloud.dsort.legacy`) are accepted: each gives a :class:`DsortLegacyKeyWarning`
+    naming the current key, and the returned spec has the current keys only.
 
     Args:
         spec: the spec mapping.
 
     Returns:
-        A plain-dict copy of ``spec``.
+        A plain-dict copy of ``spec``, old keys replaced by the current ones.
 
     Raises:
         DsortSpecError: the first problem found; ``.field`` names the key.
     """
     if not isinstance(spec, Mapping):
         raise DsortSpecError(f"a dSort spec must be a mapping, got {type(spec).__name__}")
+    spec = upgrade(spec)
     _unknown(spec, SPEC_KEYS)
     if "input_bck" not in spec:
         raise DsortSpecError("missing source bucket", field="input_bck")

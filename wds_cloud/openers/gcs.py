@@ -340,7 +340,12 @@ class GcsOpener:
             )
             return [f"{parsed.scheme}://{parsed.bucket}/{blob.name}" for blob in blobs]
         except Exception as exc:
-            raise translate_error(exc, url=url, endpoint=self.endpoint) from exc
+            error = translate_error(exc, url=url, endpoint=self.endpoint)
+            if isinstance(error, ShardNotFoundError):  # listing 404s only for the bucket
+                raise ShardNotFoundError(
+                    f"GCS bucket {parsed.bucket!r} does not exist", url=url
+                ) from exc
+            raise error from exc
 
     def create(self, url: str, *, content_type: str | None = None) -> Any:
         """A writable stream uploading to ``url``; ``close()`` commits, ``abort()`` discards.
