@@ -282,13 +282,13 @@ class _UtilsFacade(_Facade):
 
     @property
     def enforce_security(self) -> bool:
-        from wds_cloud import security
+        from wds_cloud.security import secure_mode
 
-        return security.secure_mode()
+        return secure_mode()
 
     @enforce_security.setter
     def enforce_security(self, value: bool) -> None:
-        from wds_cloud import security
+        import wds_cloud.security as security
 
         security.enforce_security = bool(value)
 
