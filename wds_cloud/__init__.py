@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "DsortSpecError": "wds_cloud.errors",
     "MissingDependencyError": "wds_cloud.errors",
     "SampleError": "wds_cloud.errors",
+    "SampleKeyError": "wds_cloud.errors",
     "ShardError": "wds_cloud.errors",
     "ShardNotFoundError": "wds_cloud.errors",
     "ShardOpenError": "wds_cloud.errors",

@@ -121,6 +121,12 @@ class SampleError(WdsCloudError, ValueError):
         self.key = key
 
 
+class SampleKeyError(SampleError, KeyError):
+    """A sample lacks a key a stage needs where webdataset raises ``KeyError`` (``map_dict``)."""
+
+    __str__ = BaseException.__str__  # the message, not KeyError's repr of it
+
+
 class UploadError(WdsCloudError, OSError):
     """Writing a shard to its destination failed; the partial upload was aborted."""
 

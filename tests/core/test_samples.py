@@ -190,14 +190,27 @@ def test_read_error_with_continue_handler_keeps_earlier_samples_and_moves_on(
         list(tarfile_samples([bad, ok]))
     assert info.value.url == bad
     handler = ContinueHandler()
-    keys = [(s["__url__"], s["__key__"]) for s in tarfile_samples([bad, ok], handler=handler)]
-    # "a" is complete and arrives; "b" was still being assembled when the error hit (its next
-    # member might have been cut) so it is dropped with the rest of the shard, and the handler
-    # counts the error; the next shard is read in full.
-    assert keys == [(bad, "a"), (ok, "a"), (ok, "b"), (ok, "c")]
+    got = list(tarfile_samples([bad, ok], handler=handler))
+    keys = [(s["__url__"], s["__key__"]) for s in got]
+    # "a" is complete; "b" was being assembled when the error hit in the next header: as in
+    # webdataset it arrives with the members read in full; the rest of the shard is skipped,
+    # the handler counts the error, and the next shard is read in full.
+    assert keys == [(bad, "a"), (bad, "b"), (ok, "a"), (ok, "b"), (ok, "c")]
+    assert got[1]["txt"] == b"2"
     assert handler.count == 1 and isinstance(handler.last, ShardReadError)
     stop = StopHandler()
-    assert [s["__key__"] for s in tarfile_samples([bad, ok], handler=stop)] == ["a"]
+    assert [s["__key__"] for s in tarfile_samples([bad, ok], handler=stop)] == ["a", "b"]
+
+
+def test_member_cut_short_under_a_handler_is_not_yielded(tmp_path: object) -> None:
+    # The sample being assembled keeps only members read in full: the cut member is not there.
+    good = tar_bytes([("a.txt", b"1"), ("b.txt", b"2"), ("b.jpg", b"x" * 5000)])
+    bad = write(os.path.join(str(tmp_path), "bad.tar"), good[: 512 * 5 + 100])  # inside b.jpg
+    got = list(tarfile_samples([bad], handler=ContinueHandler()))
+    assert [(s["__key__"], sorted(k for k in s if not k.startswith("__"))) for s in got] == [
+        ("a", ["txt"]),
+        ("b", ["txt"]),
+    ]
 
 
 def test_missing_shard_goes_through_the_handler(tmp_path: object) -> None:

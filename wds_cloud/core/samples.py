@@ -82,7 +82,9 @@ def tar_samples(
         url: stored as ``__url__`` and named in errors.
         local_path: stored as ``__local_path__`` when given.
         handler: error policy for duplicate extensions and read errors; a read error ends this
-            shard (the sample being assembled is dropped, the handler counts it).
+            shard once the handler has seen it (a raising handler ends everything). Under a
+            handler that continues or stops, the sample being assembled is yielded with the
+            members read in full before the error, as webdataset does.
         select_files: keep only members for which this returns True (after renaming).
         rename_files: map each member name before grouping.
         concatenated: keep reading after end-of-archive markers (several tars in one stream).
@@ -166,8 +168,13 @@ def _shard_samples(
                 if local_path is not None:
                     current["__local_path__"] = local_path
     except ShardError as exc:
-        if handler(exc):
-            return  # the rest of this shard is skipped, with the sample being assembled
+        # As webdataset: the handler decides, and the sample being assembled is yielded with
+        # the members read in full before the error (the broken member is not among them).
+        proceed = handler(exc)
+        if current is not None:
+            yield current
+        if proceed:
+            return  # the rest of this shard is skipped
         raise _StopShards from exc
     if current is not None:
         yield current

@@ -32,7 +32,7 @@ from wds_cloud.core.extras import (
     repeatedly,
 )
 from wds_cloud.core.handlers import reraise_exception
-from wds_cloud.errors import ConfigError, SampleError
+from wds_cloud.errors import ConfigError, SampleError, SampleKeyError
 
 Handler = Callable[[BaseException], bool]
 
@@ -123,7 +123,8 @@ def _map_dict(
     """Replace ``sample[k]`` by ``f(sample[k])`` for each ``k=f`` (in place, as webdataset).
 
     Raises:
-        SampleError: a named key is missing (through ``handler``).
+        SampleKeyError: a named key is missing (through ``handler``); a ``KeyError`` and a
+            ``ValueError``, as webdataset raises ``KeyError`` here.
     """
     if not kw:
         raise ConfigError("map_dict: give at least one key=function")
@@ -137,7 +138,7 @@ def _map_dict(
                 try:
                     value = sample[k]
                 except KeyError:
-                    raise SampleError(
+                    raise SampleKeyError(
                         f"map_dict: key {k!r} not in sample keys {_keys(sample)}", **_where(sample)
                     ) from None
                 sample[k] = f(value)
