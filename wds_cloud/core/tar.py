@@ -213,6 +213,7 @@ class _Source:
         self.base = 0  # stream offset of buf[0]
         self.released = 0
         self.decompressor: Any = None
+        self.pending: ShardReadError | None = None  # raised by the next read
         kind, stream = _peek_kind(stream)
         if kind == "mmap":
             fd = stream.fileno()
@@ -238,14 +239,49 @@ class _Source:
         self.buf = b""
 
     def read(self, n: int) -> bytes:
+        if self.pending is not None:
+            raise self.pending
+        if self.decompressor is not None:
+            return self._read_decompressed(n)
         try:
             return read_full(self.stream, n)
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
             if isinstance(exc, ShardReadError):
                 raise
-            raise ShardReadError(
-                f"cannot read shard stream: {exc}", url=self.url, offset=self.base + len(self.buf)
-            ) from exc
+            raise self._error(exc, 0) from exc
+
+    def _read_decompressed(self, n: int) -> bytes:
+        """Read ``n`` decompressed bytes one decompressor step at a time, so that a stream cut
+        or corrupted mid-way still delivers every byte decompressed before the damage; the
+        error is raised by the next read."""
+        parts = []
+        got = 0
+        while got < n:
+            try:
+                chunk = self.stream.read1(n - got)
+            except ShardReadError as exc:
+                error = exc
+            except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+                error = self._error(exc, got)
+                error.__cause__ = exc
+            else:
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
+                continue
+            if not got:
+                raise error
+            self.pending = error
+            break
+        return b"".join(parts)
+
+    def _error(self, exc: BaseException, got: int) -> ShardReadError:
+        return ShardReadError(
+            f"cannot read shard stream: {exc}",
+            url=self.url,
+            offset=self.base + len(self.buf) + got,
+        )
 
     def refill(self, pos: int) -> int:
         """Keep ``buf[pos:]`` and append the next block; return the new position of ``pos``.
