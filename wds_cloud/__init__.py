@@ -137,6 +137,13 @@ _EXPORTS: dict[str, str] = {
     "DevicePrefetcher": "wds_cloud.pytorch.builder",
     "WebLoader": "wds_cloud.pytorch",
     "make_loader": "wds_cloud.pytorch.builder",
+    # webdataset's helpers and stages (webdataset.utils, webdataset.filters)
+    "Cached": "wds_cloud.core.fluid",
+    "LMDBCached": "wds_cloud.core.lmdbcache",
+    "PipelineStage": "wds_cloud.core.utils",
+    "getfirst": "wds_cloud.core.stages",
+    "transform_with": "wds_cloud.core.utils",
+    "xdecode": "wds_cloud.core.xdecode",
     # webdataset's module layout
     "alias_webdataset": "wds_cloud.webdataset_api",
     "webdataset_module": "wds_cloud.webdataset_api",
@@ -152,6 +159,9 @@ _TORCH_AWARE: dict[str, str] = {
     "DataPipeline": "wds_cloud.core.pipeline",
     "FluidWrapper": "wds_cloud.core.compat",
     "WebDataset": "wds_cloud.core.compat",
+    "MockDataset": "wds_cloud.core.datasets",
+    "with_epoch": "wds_cloud.core.datasets",
+    "with_length": "wds_cloud.core.datasets",
 }
 
 # webdataset's module names (``wds.filters``, ``wds.utils``, ...): facades, wds_cloud.webdataset_api

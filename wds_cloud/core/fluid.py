@@ -131,6 +131,12 @@ class FluidInterface:
         """Keep the first full pass in memory and replay it on later passes."""
         return self.compose(Cached())
 
+    def lmdb_cached(self, *args: Any, **kw: Any) -> Any:
+        """Record the first full pass in an LMDB file and replay it (see ``LMDBCached``)."""
+        from wds_cloud.core.lmdbcache import LMDBCached
+
+        return self.compose(LMDBCached(*args, **kw))
+
 
 class Cached:
     """Stage that records the first complete pass and replays it afterwards (``mcached``).

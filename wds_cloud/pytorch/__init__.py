@@ -7,7 +7,23 @@
 from __future__ import annotations
 
 from wds_cloud.core.collate import torch_collate
-from wds_cloud.pytorch.datasets import DataPipeline, FluidWrapper, WebDataset
+from wds_cloud.pytorch.datasets import (
+    DataPipeline,
+    FluidWrapper,
+    MockDataset,
+    WebDataset,
+    with_epoch,
+    with_length,
+)
 from wds_cloud.pytorch.loader import WebLoader
 
-__all__ = ["DataPipeline", "FluidWrapper", "WebDataset", "WebLoader", "torch_collate"]
+__all__ = [
+    "DataPipeline",
+    "FluidWrapper",
+    "MockDataset",
+    "WebDataset",
+    "WebLoader",
+    "torch_collate",
+    "with_epoch",
+    "with_length",
+]

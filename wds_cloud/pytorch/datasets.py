@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from torch.utils.data import IterableDataset
 
-from wds_cloud.core import compat, fluid, pipeline
+from wds_cloud.core import compat, datasets, fluid, pipeline
 
-__all__ = ["DataPipeline", "FluidWrapper", "WebDataset"]
+__all__ = ["DataPipeline", "FluidWrapper", "MockDataset", "WebDataset", "with_epoch", "with_length"]
 
 
 class DataPipeline(pipeline.DataPipeline, fluid.FluidInterface, IterableDataset):
@@ -29,3 +29,15 @@ class WebDataset(compat.WebDataset, IterableDataset):
 
 class FluidWrapper(compat.FluidWrapper, IterableDataset):
     """:class:`wds_cloud.core.compat.FluidWrapper` that is a torch ``IterableDataset``."""
+
+
+class MockDataset(datasets.MockDataset, IterableDataset):
+    """:class:`wds_cloud.core.datasets.MockDataset` that is a torch ``IterableDataset``."""
+
+
+class with_epoch(datasets.with_epoch, IterableDataset):
+    """:class:`wds_cloud.core.datasets.with_epoch` that is a torch ``IterableDataset``."""
+
+
+class with_length(datasets.with_length, IterableDataset):
+    """:class:`wds_cloud.core.datasets.with_length` that is a torch ``IterableDataset``."""
