@@ -35,8 +35,14 @@ def _patterns(urls: str | Iterable[str]) -> list[str]:
         return [p for p in urls.split("::") if p]
     patterns = []
     for u in urls:
+        if isinstance(u, dict):  # webdataset's shard items: {"url": ...}
+            if not isinstance(u.get("url"), str):
+                raise ConfigError(f"shard dicts need a string 'url', got {u!r}")
+            u = u["url"]
         if not isinstance(u, str):
-            raise ConfigError(f"shard URLs must be strings, got {type(u).__name__}: {u!r}")
+            raise ConfigError(
+                f"shard URLs must be strings or {{'url': ...}} dicts, got {type(u).__name__}: {u!r}"
+            )
         patterns.append(u)
     return patterns
 
@@ -86,7 +92,8 @@ def expand_urls(urls: str | Iterable[str], *, max_urls: int | None = None) -> li
 
     A string may hold several patterns separated by ``::``; each is brace-expanded
     (``shard-{000..009}.tar``) after ``${NAME}`` is replaced by the environment variable
-    ``WDS_NAME`` (as in webdataset) or ``WDS_CLOUD_NAME``. Lists are expanded element-wise.
+    ``WDS_NAME`` (as in webdataset) or ``WDS_CLOUD_NAME``. Lists are expanded element-wise;
+    their items may also be webdataset's shard dicts ``{"url": ...}`` (other keys ignored).
     Patterns that would expand to more than ``max_urls`` URLs (default ``WDS_CLOUD_MAX_URLS``,
     else 1,000,000) are refused before anything is generated; :func:`iter_urls` is the lazy
     form.

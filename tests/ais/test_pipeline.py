@@ -44,3 +44,26 @@ def test_write_list_read_with_etl(
     assert etl_urls == [f"{u}?etl={ETL_NAME}" for u in urls]
     per_url = list(WebDataset(etl_urls, registry=registry))
     assert sorted(s["txt"] for s in per_url) == sorted(s["txt"] for s in through_etl)
+
+
+def test_shard_dicts_from_an_sdk_listing(
+    ais_emulator: AisEmulator, registry: OpenerRegistry, ais_client: object
+) -> None:
+    # The AIStore posts list a bucket with the SDK and hand {"url": u} items to the pipeline.
+    import wds_cloud as wds
+
+    ais_emulator.store.create_bucket("listed")
+    with ShardWriter("ais://listed/shard-%02d.tar", maxcount=4, registry=registry) as sink:
+        for i in range(10):
+            sink.write({"__key__": f"k{i:02d}", "txt": f"{i}"})
+    bucket = ais_client.bucket("listed")  # type: ignore[attr-defined]
+    urls = [{"url": f"ais://listed/{entry.name}"} for entry in bucket.list_all_objects()]
+    assert len(urls) == 3
+    pipeline = wds.DataPipeline(
+        wds.SimpleShardList(urls), wds.tarfile_to_samples(registry=registry), wds.to_tuple("txt")
+    )
+    assert sorted(t[0] for t in pipeline) == [f"{i}".encode() for i in range(10)]
+    keys = [s["__key__"] for s in WebDataset(urls, registry=registry)]
+    assert sorted(keys) == [f"k{i:02d}" for i in range(10)]
+    with pytest.raises(wds.ConfigError, match="shard dicts need a string 'url'"):
+        WebDataset([{"name": "x"}], registry=registry)
