@@ -144,6 +144,9 @@ _EXPORTS: dict[str, str] = {
     "bench_loader": "wds_cloud.bench",
     "bench_urls": "wds_cloud.bench",
     "contact_sheet": "wds_cloud.preview",
+    # webdataset's cache and shard-list names (webdataset.cache, webdataset.shardlists)
+    "LRUCleanup": "wds_cloud.openers.cache_lru",
+    "pipe_cleaner": "wds_cloud.openers.filecache",
 }
 
 # Classes that are torch IterableDatasets when torch is installed.
