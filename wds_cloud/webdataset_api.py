@@ -190,10 +190,16 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
                 "resampled",
                 "shardspec",
                 "MultiShardSample",
+                "DirectoryShardList",
             ],
             "",
         ),
         **dict.fromkeys(["ResampledShardList"], _SHARDS),
+        "MSSource": "wds_cloud.core.multishard",
+        **dict.fromkeys(
+            ["check_pid_is_running", "get_pid_from_filename", "without_last_extension"],
+            "wds_cloud.core.dirshards",
+        ),
     },
     "tariterators": {
         **dict.fromkeys(
