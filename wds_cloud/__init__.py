@@ -152,6 +152,13 @@ _EXPORTS: dict[str, str] = {
     "bench_loader": "wds_cloud.bench",
     "bench_urls": "wds_cloud.bench",
     "contact_sheet": "wds_cloud.preview",
+    # webdataset's cache and shard-list names (webdataset.cache, webdataset.shardlists)
+    "LRUCleanup": "wds_cloud.openers.cache_lru",
+    "pipe_cleaner": "wds_cloud.openers.filecache",
+    "DirectoryShardList": "wds_cloud.core.dirshards",
+    "MultiShardSample": "wds_cloud.core.multishard",
+    "resampled": "wds_cloud.core.shards",
+    "shardspec": "wds_cloud.core.shards",
 }
 
 # Classes that are torch IterableDatasets when torch is installed.

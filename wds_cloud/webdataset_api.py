@@ -29,7 +29,7 @@ from wds_cloud.errors import ConfigError
 __all__ = ["WEBDATASET_MODULES", "alias_webdataset", "webdataset_module"]
 
 _DECODE = "wds_cloud.core.decode"
-_CACHE = "wds_cloud.openers.cache"
+_CACHE = "wds_cloud.openers.filecache"
 _GOPEN = "wds_cloud.openers.gopen"
 _SECURITY = "wds_cloud.security"
 _SHARDS = "wds_cloud.core.shards"
@@ -77,14 +77,14 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
     },
     "cache": {
+        **dict.fromkeys(["LRUCleanup", "pipe_cleaner"], ""),
         **dict.fromkeys(
             [
                 "FileCache",
-                "LRUCleanup",
                 "StreamingOpen",
                 "url_to_cache_name",
-                "pipe_cleaner",
                 "get_filetype",
+                "magic_filetype",
                 "check_tar_format",
                 "islocal",
                 "download",
@@ -190,10 +190,16 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
                 "resampled",
                 "shardspec",
                 "MultiShardSample",
+                "DirectoryShardList",
             ],
             "",
         ),
         **dict.fromkeys(["ResampledShardList"], _SHARDS),
+        "MSSource": "wds_cloud.core.multishard",
+        **dict.fromkeys(
+            ["check_pid_is_running", "get_pid_from_filename", "without_last_extension"],
+            "wds_cloud.core.dirshards",
+        ),
     },
     "tariterators": {
         **dict.fromkeys(

@@ -5,8 +5,13 @@ set, else from ``torch.distributed`` when it is initialised; the worker index fr
 ``WORKER``/``NUM_WORKERS``, else ``torch.utils.data.get_worker_info()``. Torch is consulted only
 if the program already imported it: this module never imports torch.
 
-Seeds are derived with :func:`wds_cloud.core.shuffle.stable_seed` (blake2b), so they do not
-depend on ``PYTHONHASHSEED`` or the process.
+Seeds never depend on ``PYTHONHASHSEED`` or the process: integer seeds are combined with
+webdataset's ``make_seed`` formula (``hash`` of an int is the int), so a deterministic
+:class:`ResampledShards` draws the very shards webdataset draws for the same seed; other seeds go
+through :func:`wds_cloud.core.shuffle.stable_seed` (blake2b).
+
+webdataset's shard-list pipeline functions are here too: :func:`shardspec` (a shard list from a
+string) and :data:`resampled` (a stage drawing from its source with replacement).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.shuffle import buffer_shuffle, stable_seed
 from wds_cloud.errors import ConfigError
 from wds_cloud.redact import redact_url
@@ -75,6 +81,9 @@ def worker_seed(group: Any = None) -> int:
     return rank * 1000 + worker
 
 
+_default_worker_seed = worker_seed  # ResampledShards' argument of the same name hides it
+
+
 def _expand(urls: str | Iterable[str], registry: Any = None) -> list[str]:
     if isinstance(urls, str) and (urls.endswith("/") or any(c in urls for c in "*?[")):
         from wds_cloud.listing import list_shards
@@ -115,26 +124,38 @@ class SimpleShardList:
         return f"SimpleShardList({len(self.urls)} shards, first={redact_url(self.urls[0])!r})"
 
 
+def _draw_seed(*parts: Any) -> int:
+    """webdataset's ``make_seed`` for ints (and floats), whose ``hash`` is fixed; blake2b else."""
+    if all(isinstance(p, int | float) for p in parts):
+        seed = 0
+        for part in parts:
+            seed = (seed * 31 + hash(part)) & 0x7FFFFFFF
+        return seed
+    return stable_seed(*(p if isinstance(p, int | str) else repr(p) for p in parts))
+
+
 class ResampledShards:
     """An endless (or ``nshards`` long) stream of shards drawn with replacement.
 
     Each reader (rank, worker) draws its own stream. With ``deterministic=True`` the stream is a
-    function of ``(seed, worker_seed(), epoch)`` only, identical across runs and independent of
-    ``PYTHONHASHSEED``; otherwise the pid, time and ``os.urandom`` are mixed in (as webdataset).
-    ``epoch`` advances on every pass and can be set with :meth:`set_epoch`.
+    function of ``(worker_seed(), epoch, seed)`` only, identical across runs and independent of
+    ``PYTHONHASHSEED``, and for integer seeds the same as webdataset's; otherwise the pid, time
+    and ``os.urandom`` are mixed in (as webdataset). ``epoch`` advances on every pass and can be
+    set with :meth:`set_epoch`.
 
     Args:
         urls: as for :class:`SimpleShardList`.
         nshards: shards per pass.
         seed: base seed.
-        worker_seed: callable giving the per-reader seed; default ``rank * 1000 + worker``.
+        worker_seed: callable giving the per-reader seed; default :func:`worker_seed`
+            (``rank * 1000 + worker``).
         deterministic: see above.
-        empty_check: raise if ``urls`` expands to nothing.
         max_urls: keep at most this many URLs.
+        empty_check: raise if ``urls`` expands to nothing (else an empty list yields nothing).
         registry: opener registry used to list globs and prefixes.
 
     Raises:
-        ConfigError: no shards.
+        ConfigError: no shards (with ``empty_check``).
     """
 
     def __init__(
@@ -144,16 +165,19 @@ class ResampledShards:
         seed: int = 0,
         worker_seed: Callable[[], int] | None = None,
         deterministic: bool = False,
-        empty_check: bool = True,
         max_urls: int = 10**6,
+        empty_check: bool = True,
+        *,
         registry: Any = None,
     ) -> None:
-        self.urls = _expand(urls, registry)[:max_urls]
+        if not isinstance(urls, str):  # an endless iterable is fine: it is cut at max_urls
+            urls = list(itertools.islice(urls, max_urls))
+        self.urls = _expand(urls, registry)[:max_urls] if urls else []
         if empty_check and not self.urls:
             raise ConfigError(f"no shards in {urls!r} (ResampledShards)")
         self.nshards = nshards
         self.seed = seed
-        self.worker_seed = worker_seed
+        self.worker_seed: Callable[[], int] = worker_seed or _default_worker_seed
         self.deterministic = deterministic
         self.epoch = -1
 
@@ -163,18 +187,46 @@ class ResampledShards:
 
     def __iter__(self) -> Iterator[dict[str, str]]:
         self.epoch += 1
-        wseed = self.worker_seed() if self.worker_seed is not None else worker_seed()
-        parts: list[int | str] = [self.seed, wseed, self.epoch]
+        parts: list[Any] = [self.worker_seed(), self.epoch, self.seed]
         if not self.deterministic:
-            parts += [os.getpid(), time.time_ns(), os.urandom(8).hex()]
-        rng = random.Random(stable_seed(*parts))
+            parts += [os.getpid(), time.time_ns(), int.from_bytes(os.urandom(8), "little")]
+        rng = random.Random(_draw_seed(*parts))
         urls = self.urls
         n = len(urls)
+        if n == 0:
+            return
         for _ in range(self.nshards):
             yield {"url": urls[rng.randrange(n)]}
 
 
 ResampledShardList = ResampledShards
+
+
+def _resampled(
+    src: Iterable[Any], n: int = sys.maxsize, *, seed: int | None = None
+) -> Iterator[Any]:
+    items = list(src)
+    if not items:
+        raise ConfigError("resampled: the source yielded nothing to draw from")
+    rng = random.Random(int.from_bytes(os.urandom(16), "little") if seed is None else seed)
+    for _ in range(n):
+        yield rng.choice(items)
+
+
+resampled = pipelinefilter(_resampled)
+"""Stage: ``resampled(n=sys.maxsize, *, seed=None)`` reads its whole source (a shard list), then
+yields ``n`` items drawn from it with replacement, from a fresh random seed on every pass unless
+``seed`` is given (as webdataset's ``resampled``)."""
+
+
+def shardspec(spec: str) -> Any:
+    """A shard list from a string: :class:`~wds_cloud.core.multishard.MultiShardSample` for a
+    ``.yaml`` file, else :class:`SimpleShardList` (brace patterns, ``::``, globs, prefixes)."""
+    if spec.endswith((".yaml", ".yml")):
+        from wds_cloud.core.multishard import MultiShardSample
+
+        return MultiShardSample(spec)
+    return SimpleShardList(spec)
 
 
 class ShardShuffle:

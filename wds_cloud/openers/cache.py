@@ -16,15 +16,19 @@ query string becomes ``%3F<hash>`` after the name (``?etl=a`` and ``?etl=b`` dif
 longer than 200 characters per component (or ``pipe:`` commands) live under ``%long/<sha256>``.
 Different URLs therefore never share a cache file.
 
+``url_to_name=`` replaces that naming (webdataset's ``FileCache`` passes its flat
+``url_to_cache_name``); :meth:`ShardCache.fetch` downloads a whole shard into the cache and returns
+its path.
+
 Several processes may share one cache directory: two may download the same shard at once (the
 second rename wins, both files are complete), and readers only ever open renamed, complete files.
 With ``max_bytes`` set, each commit evicts the least recently used files (by access time, which
 every cache hit refreshes with ``os.utime``) until the total is at most ``max_bytes``; the file just
-added and temporary files are never evicted.
+added and temporary files are never evicted (:func:`wds_cloud.openers.cache_lru.evict_lru`).
 
 Environment (read when a :class:`ShardCache` is created): ``WDS_CLOUD_CACHE_DIR`` or
 webdataset's ``WDS_CACHE`` (default directory), ``WDS_CLOUD_CACHE_SIZE`` or ``WDS_CACHE_SIZE``
-(default ``max_bytes``, in bytes), ``WDS_VERBOSE_CACHE=1`` (report every hit, miss, commit and
+(default ``max_bytes``, in bytes; ``1e11`` notation is accepted), ``WDS_VERBOSE_CACHE=1`` (report every hit, miss, commit and
 eviction on stderr, as webdataset does; they are always logged at DEBUG).
 """
 
@@ -37,17 +41,18 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import quote, urlsplit
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.openers.cache_lru import TEMP_DIR, cache_files, evict_lru
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
 
-TEMP_DIR = "%tmp"
 LONG_DIR = "%long"
 _MAX_COMPONENT = 200
 _SAFE = "-._~"
@@ -64,13 +69,24 @@ def env_cache_dir(environ: Any = None) -> str | None:
     return None
 
 
-def _env_cache_size() -> int | None:
+def env_cache_size(environ: Any = None) -> int | None:
+    """The cache size bound the environment asks for (``WDS_CLOUD_CACHE_SIZE``,
+    ``WDS_CACHE_SIZE``), in bytes; ``1e11`` notation is accepted.
+
+    Raises:
+        ConfigError: the value is not a number.
+    """
+    env = os.environ if environ is None else environ
     for name in SIZE_VARS:
-        raw = os.environ.get(name)
+        raw = str(env.get(name) or "").strip()
         if raw:
             try:
                 return int(raw)
             except ValueError:
+                pass
+            try:
+                return int(float(raw))
+            except (ValueError, OverflowError):
                 raise ConfigError(f"{name}={raw!r} is not a byte count") from None
     return None
 
@@ -91,6 +107,19 @@ def cache_name(url: str) -> str:
     if any(len(c) > _MAX_COMPONENT for c in encoded):
         return _long_name(url)
     return "/".join(encoded)
+
+
+def publish(fd: int, temp: str, final: str) -> None:
+    """Make the file written through ``fd`` at ``temp`` appear at ``final``, complete or not at
+    all: fsync, close, refresh its times, atomic rename (the one commit every cache uses)."""
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
+    now = time.time()
+    os.utime(temp, (now, now))
+    os.replace(temp, final)
 
 
 def _long_name(url: str) -> str:
@@ -142,14 +171,7 @@ class _TeeReader(io.RawIOBase):
     def _commit(self) -> None:
         fd, self._fd = self._fd, None
         assert fd is not None
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.makedirs(os.path.dirname(self._final), exist_ok=True)
-        now = time.time()
-        os.utime(self._temp, (now, now))
-        os.replace(self._temp, self._final)
+        publish(fd, self._temp, self._final)
         self.committed = True
         self._cache.note("commit", self.url, self._final)
         self._cache._after_commit(self._final)
@@ -201,6 +223,8 @@ class ShardCache:
         drain_bytes: how much more is read on an early ``close()`` to complete the file.
         verbose: report hits, misses, commits and evictions on stderr; env
             ``WDS_VERBOSE_CACHE`` (``1`` or any non-zero integer).
+        url_to_name: ``url_to_name(url)`` gives the cache file's path relative to
+            ``cache_dir`` (``/``-separated); default :func:`cache_name`.
 
     Raises:
         ConfigError: no directory given and neither variable set, or a bad size.
@@ -214,13 +238,14 @@ class ShardCache:
         registry: OpenerRegistry | None = None,
         drain_bytes: int = 1 << 20,
         verbose: bool | None = None,
+        url_to_name: Callable[[str], str] | None = None,
     ) -> None:
         if cache_dir is None:
             cache_dir = env_cache_dir()
             if cache_dir is None:
                 raise ConfigError("ShardCache needs cache_dir= or WDS_CLOUD_CACHE_DIR (WDS_CACHE)")
         if max_bytes is None:
-            max_bytes = _env_cache_size()
+            max_bytes = env_cache_size()
         if verbose is None:
             raw = os.environ.get("WDS_VERBOSE_CACHE", "0").strip() or "0"
             try:
@@ -232,6 +257,7 @@ class ShardCache:
         self.registry = registry
         self.drain_bytes = drain_bytes
         self.verbose = verbose
+        self.url_to_name = url_to_name
 
     def note(self, event: str, url: str, path: str) -> None:
         """Report a cache event (hit, miss, commit, evict): DEBUG log, and stderr if verbose."""
@@ -244,8 +270,20 @@ class ShardCache:
         return self.registry or default_registry()
 
     def path_for(self, url: str) -> str:
-        """Where ``url`` is (or would be) cached."""
-        return os.path.join(self.cache_dir, *cache_name(url).split("/"))
+        """Where ``url`` is (or would be) cached.
+
+        Raises:
+            ConfigError: ``url_to_name`` gave an empty name or one leaving the directory.
+        """
+        if self.url_to_name is None:
+            return os.path.join(self.cache_dir, *cache_name(url).split("/"))
+        name = self.url_to_name(url)
+        parts = str(name).split("/")
+        if not name or any(p in ("", ".", "..") for p in parts) or os.path.isabs(name):
+            raise ConfigError(
+                f"cache name {name!r} for {redact_url(url)} is not a file name inside the cache"
+            )
+        return os.path.join(self.cache_dir, *parts)
 
     def local_path(self, url: str) -> str | None:
         """The local file holding ``url``: the file itself for local URLs, else the cached copy
@@ -287,39 +325,31 @@ class ShardCache:
             raise
         return _TeeReader(source, temp, final, self, url)  # type: ignore[return-value]
 
-    def _files(self) -> list[tuple[float, int, str]]:
-        files = []
-        for root, dirs, names in os.walk(self.cache_dir):
-            if root == self.cache_dir and TEMP_DIR in dirs:
-                dirs.remove(TEMP_DIR)
-            for name in names:
-                path = os.path.join(root, name)
-                try:
-                    st = os.stat(path)
-                except FileNotFoundError:
-                    continue
-                files.append((st.st_atime, st.st_size, path))
-        return files
+    def fetch(self, url: str, **options: Any) -> str:
+        """Download ``url`` into the cache (unless it is there) and return the file's path.
+
+        Local URLs return their own path. The download goes through :meth:`open`, so it is
+        committed atomically or not at all.
+
+        Errors are those of :meth:`open` and of reading the stream; nothing is cached then.
+        """
+        if url_scheme(url) == "file":
+            return url_to_path(url)
+        stream = self.open(url, **options)
+        try:
+            if isinstance(stream, _TeeReader):  # a miss: reading to the end commits the file
+                buffer = bytearray(1 << 20)
+                while stream.readinto(buffer):
+                    pass
+        finally:
+            stream.close()
+        return self.path_for(url)
 
     def size(self) -> int:
         """Total bytes of the committed files in the cache."""
-        return sum(size for _, size, _ in self._files())
+        return sum(size for _, size, _ in cache_files(self.cache_dir))
 
     def _after_commit(self, added: str) -> None:
         if self.max_bytes is None:
             return
-        files = self._files()
-        total = sum(size for _, size, _ in files)
-        for _, size, path in sorted(files):
-            if total <= self.max_bytes:
-                break
-            if path == added:
-                continue
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            total -= size
-            log.debug("evicted %s (%d bytes) from the shard cache", path, size)
-            if self.verbose:
-                print(f"[wds_cloud cache] evict {path} ({size} bytes)", file=sys.stderr, flush=True)
+        evict_lru(self.cache_dir, self.max_bytes, keep=(added,), verbose=self.verbose)
