@@ -269,15 +269,14 @@ class _Facade(types.ModuleType):
                 f"webdataset.{self._wds_name}.{attr} is not part of wds_cloud's webdataset API "
                 "(docs/pipeline.md lists the differences)"
             )
+        # Looked up each time (not stored): values such as webdataset.cache.default_cache_dir
+        # follow the environment as wds_cloud's own names do.
         home = names[attr]
         if home:
-            value = getattr(importlib.import_module(home), attr)
-        else:
-            import wds_cloud
+            return getattr(importlib.import_module(home), attr)
+        import wds_cloud
 
-            value = getattr(wds_cloud, attr)
-        setattr(self, attr, value)
-        return value
+        return getattr(wds_cloud, attr)
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(WEBDATASET_MODULES[self._wds_name]))

@@ -266,7 +266,7 @@ class ShardShuffle:
         return iter(items)
 
     def __repr__(self) -> str:
-        return f"ShardShuffle(seed={self.seed}, epoch={self.epoch}, bufsize={self.bufsize})"
+        return f"shuffle_shards(seed={self.seed}, epoch={self.epoch}, bufsize={self.bufsize})"
 
 
 def shuffle_shards(seed: int = 0, epoch: int = 0, bufsize: int | None = None) -> ShardShuffle:
