@@ -7,7 +7,14 @@
 from __future__ import annotations
 
 from wds_cloud.core.collate import torch_collate
-from wds_cloud.pytorch.datasets import DataPipeline, FluidWrapper, WebDataset
+from wds_cloud.pytorch.datasets import DataPipeline, FluidWrapper, IndexedWebDataset, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 
-__all__ = ["DataPipeline", "FluidWrapper", "WebDataset", "WebLoader", "torch_collate"]
+__all__ = [
+    "DataPipeline",
+    "FluidWrapper",
+    "IndexedWebDataset",
+    "WebDataset",
+    "WebLoader",
+    "torch_collate",
+]

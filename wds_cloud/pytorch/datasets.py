@@ -8,11 +8,12 @@ iterates it; the core shard splitters read the worker index from
 
 from __future__ import annotations
 
-from torch.utils.data import IterableDataset
+from torch.utils.data import Dataset, IterableDataset
 
 from wds_cloud.core import compat, fluid, pipeline
+from wds_cloud.index import indexed
 
-__all__ = ["DataPipeline", "FluidWrapper", "WebDataset"]
+__all__ = ["DataPipeline", "FluidWrapper", "IndexedWebDataset", "WebDataset"]
 
 
 class DataPipeline(pipeline.DataPipeline, fluid.FluidInterface, IterableDataset):
@@ -29,3 +30,7 @@ class WebDataset(compat.WebDataset, IterableDataset):
 
 class FluidWrapper(compat.FluidWrapper, IterableDataset):
     """:class:`wds_cloud.core.compat.FluidWrapper` that is a torch ``IterableDataset``."""
+
+
+class IndexedWebDataset(indexed.IndexedWebDataset, Dataset):
+    """:class:`wds_cloud.index.indexed.IndexedWebDataset` that is a map-style torch ``Dataset``."""
