@@ -37,11 +37,15 @@ class FormattedSample(NamedTuple):
         chunks: headers, member data and padding, in order.
         size: total bytes of ``chunks`` (uncompressed tar bytes this sample occupies).
         names: the member names.
+        offsets: where each member's data starts, counted from the sample's first byte.
+        sizes: each member's data size.
     """
 
     chunks: list[Any]
     size: int
     names: list[str]
+    offsets: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
 
 
 def _octal(value: int, width: int) -> bytes:
@@ -189,6 +193,8 @@ class SampleFormatter:
             raise SampleError(f"the encoder returned {type(encoded).__name__}, not a dict", key=key)
         chunks: list[Any] = []
         names: list[str] = []
+        offsets: list[int] = []
+        sizes: list[int] = []
         total = 0
         seen: dict[str, str] = {}
         for field in sorted(encoded):
@@ -222,8 +228,39 @@ class SampleFormatter:
             if pad:
                 chunks.append(pad)
             names.append(name)
+            offsets.append(total + len(header))
+            sizes.append(size)
             total += len(header) + size + len(pad)
-        return FormattedSample(chunks, total, names)
+        return FormattedSample(chunks, total, names, tuple(offsets), tuple(sizes))
+
+
+def check_indexable(formatted: FormattedSample, *, key: Any = None) -> None:
+    """Raise when a member name of ``formatted`` cannot be written in a DALI ``.idx``.
+
+    Raises:
+        SampleError: a name holds whitespace (the format separates fields with it).
+    """
+    for name in formatted.names:
+        if any(c in name for c in " \t\n\r\x0b\x0c"):
+            raise SampleError(
+                f"member name {name!r} holds whitespace, which the DALI index format cannot "
+                "represent; write without index=True or use another key",
+                key=key,
+            )
+
+
+def _index_target(index: bool | str, name: str | None) -> str:
+    from wds_cloud.index.format import idx_url
+    from wds_cloud.openers.registry import url_scheme
+
+    if isinstance(index, str):
+        return index
+    if name is None or name == "-" or url_scheme(name) == "pipe":
+        raise ConfigError(
+            "index=True writes the index beside a named target (a path or URL); for a stream, "
+            "'-' or pipe: give its destination: index='path/or/url.idx'"
+        )
+    return idx_url(name)
 
 
 def _check_key(key: Any) -> None:
@@ -275,6 +312,13 @@ class TarWriter:
             PAX records only where needed, which is valid for both).
         registry: opener registry for URL targets (the default one when None).
         compresslevel: gzip level.
+        index: also write the shard's DALI ``.idx`` (``docs/indexes.md``): True puts it beside
+            a named target (``x.tar`` -> ``x.idx``), a string names where; it is committed
+            right after the shard and discarded with it. Sample keys with whitespace are then
+            refused (:class:`SampleError`): the format cannot hold them.
+
+    Attributes:
+        index: the :class:`~wds_cloud.index.format.ShardIndex` written (after :meth:`close`).
 
     Raises:
         ConfigError: a bad argument, or a ``pipe:`` target while ``pipe:`` is switched off.
@@ -295,6 +339,7 @@ class TarWriter:
         *,
         registry: OpenerRegistry | None = None,
         compresslevel: int = 6,
+        index: bool | str = False,
     ) -> None:
         if format not in _FORMATS:
             raise ConfigError(f"format must be None, ustar or pax, got {format!r}")
@@ -316,6 +361,13 @@ class TarWriter:
         self.size = 0  # uncompressed tar bytes written so far
         self.count = 0  # samples written so far
         self.closed = False
+        self.index: Any = None
+        self._registry = registry
+        self._index_target: str | None = None
+        self._entries: list[tuple[str, int, int]] | None = None
+        if index:
+            self._index_target = _index_target(index, self.name)
+            self._entries = []
 
     def __enter__(self) -> TarWriter:
         return self
@@ -336,12 +388,23 @@ class TarWriter:
             SampleError: the sample is malformed or cannot be encoded (nothing was written).
             UploadError: writing to the destination failed (an owned target is aborted).
         """
-        return self.write_formatted(self.formatter.format(obj))
+        formatted = self.formatter.format(obj)
+        if self._entries is not None:
+            check_indexable(formatted, key=obj.get("__key__"))
+        return self.write_formatted(formatted)
 
     def write_formatted(self, formatted: FormattedSample) -> int:
         """Write a sample already laid out by :attr:`formatter` (see :class:`ShardWriter`)."""
         if self.closed:
             raise ValueError(f"write to a closed TarWriter ({self.name or 'stream'})")
+        if self._entries is not None:
+            start = self.size
+            self._entries.extend(
+                (name, start + offset, size)
+                for name, offset, size in zip(
+                    formatted.names, formatted.offsets, formatted.sizes, strict=True
+                )
+            )
         try:
             if formatted.size <= _JOIN_LIMIT:
                 self._stream.write(b"".join(formatted.chunks))  # one call for small samples
@@ -368,10 +431,13 @@ class TarWriter:
         """
         if self.closed:
             return
+        index_sink: Any = None
         try:
             self._stream.write(_END_OF_ARCHIVE)
             if self._gzip is not None:
                 self._gzip.finish()
+            if self._entries is not None:
+                index_sink = self._open_index()
             if self._own:
                 self._sink.close()
             else:
@@ -379,6 +445,8 @@ class TarWriter:
                 if callable(flush):
                     flush()
         except Exception as exc:
+            if index_sink is not None:
+                abort_quietly(index_sink)
             self.abort()
             if isinstance(exc, UploadError):
                 raise
@@ -386,6 +454,38 @@ class TarWriter:
                 f"finishing the shard failed: {type(exc).__name__}: {exc}", url=self.name
             ) from exc
         self.closed = True
+        if index_sink is not None:
+            try:
+                index_sink.close()
+            except Exception as exc:
+                reason = exc.reason if isinstance(exc, UploadError) else repr(exc)
+                raise UploadError(
+                    f"the shard was committed but its index {self._index_target!r} was not: "
+                    f"{reason}; rebuild it with 'wds-cloud index'",
+                    url=self.name,
+                ) from exc
+
+    def _open_index(self) -> Any:
+        """The ``.idx`` of what was written, in an uncommitted sink (committed after the shard)."""
+        from wds_cloud.index.format import ShardIndex, group_entries
+
+        assert self._entries is not None and self._index_target is not None
+        self.index = ShardIndex.from_samples(group_entries(self._entries), url=self._index_target)
+        sink = open_sink(self._index_target, self._registry)
+        try:
+            sink.write(self.index.to_bytes())
+        except BaseException:
+            abort_quietly(sink)
+            raise
+        return sink
+
+    @property
+    def filesize(self) -> int | None:
+        """Bytes stored (compressed when gzip), once closed; None when unknown."""
+        written = getattr(self._sink, "bytes_written", None)
+        if isinstance(written, int):
+            return written
+        return None if self._gzip is not None else self.size + len(_END_OF_ARCHIVE)
 
     def abort(self) -> None:
         """Discard the shard: an owned target is aborted (no file or object appears).
