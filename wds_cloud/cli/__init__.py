@@ -1,7 +1,7 @@
 """``wds-cloud``: the command line (``python -m wds_cloud.cli`` works too).
 
 Subcommands: ``demo``, ``create``, ``ls``, ``cat``, ``stats``, ``verify``, ``preview``,
-``upload``, ``uploads``, ``dsort-spec``, ``bench``. Each has ``--help``; those that report take
+``upload``, ``uploads``, ``dsort-spec``, ``bench``, ``index``. Each has ``--help``; those that report take
 ``--json``. Every failure, expected or not, prints one line
 ``wds-cloud <command>: error: <message>`` on stderr (credentials in URLs redacted, control
 characters escaped) and exits with 1; usage errors exit with 2, Ctrl-C with 130, a closed
@@ -22,6 +22,7 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     from wds_cloud.cli.create import register as register_create
+    from wds_cloud.cli.index import register as register_index
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
     from wds_cloud.cli.uploads import register as register_uploads
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_shards(sub)
     register_misc(sub)
     register_uploads(sub)
+    register_index(sub)
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
