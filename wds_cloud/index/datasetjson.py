@@ -176,6 +176,10 @@ def relative_url(base: str, url: str) -> str:
     """``url`` relative to the directory of ``base`` when it lies below it, else ``url``."""
     bprefix, bpath, _ = _split(base)
     uprefix, upath, uquery = _split(url)
+    if bprefix and not uprefix:  # a local path in a remote JSON: only a file: URL says so
+        from wds_cloud.openers.local import path_to_url
+
+        return path_to_url(upath)
     if bprefix != uprefix or uquery or "?" in upath:
         return url
     if not bprefix:  # both local paths
@@ -269,8 +273,8 @@ def parse_dataset_json(
     if "shardlist" not in obj and "datasets" not in obj:
         raise ConfigError(f"{where}: a dataset index needs a 'shardlist'")
     base = url
-    if isinstance(obj.get("base"), str):
-        base = resolve_url(url, obj["base"].rstrip("/") + "/")
+    if isinstance(obj.get("base"), str):  # a directory: resolve names against a file in it
+        base = resolve_url(url, obj["base"].rstrip("/") + "/_")
     shards = _shardlist(obj.get("shardlist", []), base, where)
     for i, component in enumerate(obj.get("datasets") or []):
         if not isinstance(component, dict):
@@ -281,7 +285,7 @@ def parse_dataset_json(
             shards.extend(load_dataset_json(sub_url, registry=registry).shards)
             continue
         if isinstance(component.get("base"), str):
-            sub_base = resolve_url(url, component["base"].rstrip("/") + "/")
+            sub_base = resolve_url(url, component["base"].rstrip("/") + "/_")
         shards.extend(_shardlist(component.get("shardlist"), sub_base, f"{where} datasets[{i}]"))
     known = {"__kind__", "wids_version", "name", "description", "shardlist", "base", "datasets"}
     return DatasetIndex(
