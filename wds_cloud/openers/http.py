@@ -194,7 +194,9 @@ class _PooledBody:
         resp, self._resp = self._resp, None  # type: ignore[assignment]
         if resp is None:
             return
-        if resp.isclosed() and not resp.will_close:
+        complete = resp.isclosed() or resp.length == 0  # read to its announced end
+        if complete and not resp.will_close:
+            resp.close()
             self._pool.give(self._key, self._conn)
             return
         try:
