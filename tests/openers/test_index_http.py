@@ -115,3 +115,28 @@ def test_missing_indexes_built_in_memory(tmp_path: Path, caplog: pytest.LogCaptu
             ds = wds.IndexedWebDataset(urls, registry=_registry(), build_missing=True)
         assert "building them now" in caplog.text and "using it from memory" in caplog.text
         assert [ds[i] for i in range(len(ds))] == indexcheck.sequential_samples(urls, _registry())
+
+
+def test_cache_dir_downloads_each_shard_once(served: Any, tmp_path: Path) -> None:
+    """With ``cache_dir`` the first access to a shard downloads it whole (one GET), later ones
+    are slices of the cached file: samples equal ``WebDataset(..., cache_dir=)``'s, whose
+    ``__local_path__`` is the same cache file."""
+    server = served[0]
+    json_url = server.url("index.json")
+    ds = wds.IndexedWebDataset(json_url, registry=_registry(), cache_dir=str(tmp_path / "c"))
+    before = server.requests
+    got = [ds[i] for i in range(len(ds))]
+    assert server.requests - before == len(ds.urls)
+    stream = wds.WebDataset(json_url, registry=_registry(), cache_dir=str(tmp_path / "c"))
+    assert got == list(stream)
+    assert all(s["__local_path__"].startswith(str(tmp_path / "c")) for s in got)
+
+
+def test_read_range_without_a_ranged_opener_skips_a_stream(served: Any) -> None:
+    _, root, names = served
+    path = root / names[1]
+    data = path.read_bytes()
+    registry = OpenerRegistry()
+    assert wds.read_range(f"pipe:cat {path}", 3000, 700, registry=registry) == data[3000:3700]
+    with pytest.raises(wds.ShardReadError, match="ended before byte"):
+        wds.read_range(f"pipe:cat {path}", len(data) - 5, 10, registry=registry)
