@@ -137,7 +137,7 @@ _EXPORTS: dict[str, str] = {
     "DatasetIndex": "wds_cloud.index.datasetjson",
     "ShardIndex": "wds_cloud.index.format",
     "build_index": "wds_cloud.index.build",
-    "check_index": "wds_cloud.index.build",
+    "check_index": "wds_cloud.index.check",
     "load_dataset_json": "wds_cloud.index.datasetjson",
     # torch
     "DevicePrefetcher": "wds_cloud.pytorch.builder",

@@ -13,7 +13,8 @@ import pytest
 from tests.index.conftest import sequential
 from tests.support import samplegen
 from wds_cloud.errors import ConfigError, SampleError, UploadError
-from wds_cloud.index.build import check_index, scan_shard
+from wds_cloud.index.build import scan_shard
+from wds_cloud.index.check import check_index
 from wds_cloud.index.datasetjson import load_dataset_json
 from wds_cloud.index.indexed import IndexedWebDataset
 from wds_cloud.writing.shardwriter import ShardWriter

@@ -17,7 +17,8 @@ import pytest
 import wds_cloud as wds
 from tests.support import indexcheck
 from tests.support.http_server import HttpFileServer
-from wds_cloud.index.build import build_index, check_index, scan_shard
+from wds_cloud.index.build import build_index, scan_shard
+from wds_cloud.index.check import check_index
 from wds_cloud.openers.http import HttpOpener
 from wds_cloud.openers.registry import OpenerRegistry
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from tests.support import samplegen, targen
 from wds_cloud.core.samples import tar_samples
-from wds_cloud.index.build import build_index, check_index
+from wds_cloud.index.build import build_index
+from wds_cloud.index.check import check_index
 from wds_cloud.index.indexed import IndexedWebDataset
 
 

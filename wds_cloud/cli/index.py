@@ -24,7 +24,7 @@ def _bar(args: argparse.Namespace) -> bool:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from wds_cloud.index.build import check_index
+    from wds_cloud.index.check import check_index
 
     checks = check_index(_specs(args), workers=args.workers, progress=_bar(args))
     bad = [c for c in checks if not c.ok]

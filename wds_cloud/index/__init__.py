@@ -10,7 +10,8 @@ Nothing here imports torch; ``wds_cloud.IndexedWebDataset`` is the torch ``Datas
 
 from __future__ import annotations
 
-from wds_cloud.index.build import IndexBuild, IndexCheck, build_index, check_index
+from wds_cloud.index.build import IndexBuild, build_index
+from wds_cloud.index.check import IndexCheck, check_index
 from wds_cloud.index.datasetjson import DatasetIndex, ShardInfo, load_dataset_json
 from wds_cloud.index.format import ShardIndex, idx_url
 from wds_cloud.index.indexed import IndexedWebDataset

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -43,14 +42,7 @@ from wds_cloud.openers.backoff import (
     positive_seconds,
     stall_bound,
 )
-from wds_cloud.openers.resume import (
-    NETWORK_ERRORS,
-    Opened,
-    ResumableReader,
-    RetryableError,
-    check_content_range,
-    read_span,
-)
+from wds_cloud.openers.resume import NETWORK_ERRORS, Opened, ResumableReader, RetryableError
 from wds_cloud.redact import redact_url
 
 SCHEMES = ("http", "https")
@@ -147,64 +139,6 @@ class _Body:
             self._conn.close()
 
 
-class _Pool:
-    """Idle keep-alive connections of this process, per ``(scheme, host, port)``, for ranged
-    reads (random access makes many small requests to the same server)."""
-
-    def __init__(self, per_host: int = 8) -> None:
-        self.per_host = per_host
-        self.pid = os.getpid()
-        self._idle: dict[tuple[str, str, int | None], list[http.client.HTTPConnection]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, key: tuple[str, str, int | None]) -> http.client.HTTPConnection | None:
-        with self._lock:
-            idle = self._idle.get(key)
-            return idle.pop() if idle else None
-
-    def give(self, key: tuple[str, str, int | None], conn: http.client.HTTPConnection) -> None:
-        with self._lock:
-            idle = self._idle.setdefault(key, [])
-            if len(idle) < self.per_host:
-                idle.append(conn)
-                return
-        conn.close()
-
-
-class _PooledBody:
-    """A response body whose connection goes back to the pool when the body was read to its
-    end (and the server keeps it open); otherwise the connection is closed."""
-
-    def __init__(
-        self,
-        pool: _Pool,
-        key: tuple[str, str, int | None],
-        conn: http.client.HTTPConnection,
-        resp: http.client.HTTPResponse,
-    ) -> None:
-        self._pool = pool
-        self._key = key
-        self._conn = conn
-        self._resp = resp
-
-    def read1(self, n: int) -> bytes:
-        return self._resp.read1(n)
-
-    def close(self) -> None:
-        resp, self._resp = self._resp, None  # type: ignore[assignment]
-        if resp is None:
-            return
-        complete = resp.isclosed() or resp.length == 0  # read to its announced end
-        if complete and not resp.will_close:
-            resp.close()
-            self._pool.give(self._key, self._conn)
-            return
-        try:
-            resp.close()
-        finally:
-            self._conn.close()
-
-
 @dataclass
 class _Pin:
     """What the first response said about the object, to pin resumes to the same version."""
@@ -242,7 +176,7 @@ class HttpOpener:
     def __init__(self, config: HttpConfig | None = None, **overrides: Any) -> None:
         self.config = replace(config or HttpConfig(), **overrides).resolved()
         self._sleep: Callable[[float], Any] = time.sleep
-        self._pool: _Pool | None = None  # keep-alive connections of ranged reads
+        self._pool: Any = None  # keep-alive connections of ranged reads (http_range._Pool)
 
     def stall_bound(self) -> float:
         """Seconds a read can go without a new byte before it raises (with these settings)."""
@@ -385,118 +319,14 @@ class HttpOpener:
         )
         return reader.start()  # type: ignore[return-value]
 
-    # -- ranged reads ----------------------------------------------------------------------
-
-    def _pool_of_process(self) -> _Pool:
-        pool = self._pool
-        if pool is None or pool.pid != os.getpid():
-            pool = self._pool = _Pool()
-        return pool
-
-    def _pooled_get(
-        self, url: str, headers: dict[str, str]
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, _Pool, Any]:
-        """GET ``url`` on an idle keep-alive connection (or a new one); a reused connection
-        the server closed meanwhile is replaced once. Redirects are followed unpooled."""
-        parts = urlsplit(url)
-        key = (parts.scheme, parts.hostname or "", parts.port)
-        pool = self._pool_of_process()
-        conn = pool.take(key)
-        reused = conn is not None
-        resp: http.client.HTTPResponse | None = None
-        while resp is None:
-            if conn is None:
-                conn, target = self._connect(url)
-            else:
-                target = self._connect_target(url)
-            try:
-                conn.request("GET", target, headers=headers)
-                resp = conn.getresponse()
-            except (ConnectionError, http.client.BadStatusLine, http.client.CannotSendRequest):
-                conn.close()
-                if not reused:
-                    raise
-                conn, reused = None, False  # a stale idle connection: once more on a new one
-            except BaseException:
-                conn.close()
-                raise
-        assert conn is not None
-        if resp.status in _REDIRECTS:
-            location = resp.getheader("Location")
-            conn.close()
-            if not location:
-                raise ShardOpenError(f"HTTP {resp.status} redirect without Location", url=url)
-            conn, resp = self._get(urljoin(url, location), headers)
-        return conn, resp, pool, key
-
-    @staticmethod
-    def _connect_target(url: str) -> str:
-        parts = urlsplit(url)
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        return target
+    # -- ranged reads (wds_cloud.openers.http_range) ----------------------------------------
 
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
         """Bytes ``offset .. offset + length`` of ``url`` with one ``Range`` GET on a kept-alive
-        connection (resumed like a streaming read if the connection drops, pinned to the first
-        answer's ``ETag``).
+        connection; see :func:`wds_cloud.openers.http_range.read_range`."""
+        from wds_cloud.openers.http_range import read_range
 
-        Args:
-            url: ``http://`` or ``https://`` URL.
-            offset: first byte.
-            length: number of bytes.
-            **options: ``headers`` (dict) adds request headers.
-
-        Raises:
-            ShardNotFoundError: HTTP 404 or 410.
-            ShardReadError: the object is shorter, it changed between requests, or the read
-                failed.
-            ShardOpenError: any other error status.
-        """
-        headers = {**self.config.headers, **dict(options.get("headers") or {})}
-        headers.setdefault("Accept-Encoding", "identity")
-        pin: _Pin | None = None
-
-        def span(first: int, end: int) -> Opened:
-            nonlocal pin
-            ranged = dict(headers)
-            ranged["Range"] = f"bytes={first}-{end - 1}"
-            conn, resp, pool, key = self._pooled_get(url, ranged)
-            try:
-                if resp.status not in (200, 206):
-                    raise self._status_error(url, resp)
-                etag = resp.getheader("ETag")
-                if pin is not None and pin.etag and etag != pin.etag:
-                    raise ShardReadError(
-                        f"the shard changed while it was read (ETag {pin.etag} -> {etag})",
-                        url=url,
-                        offset=first,
-                    )
-                if resp.status == 206:
-                    check_content_range(resp.getheader("Content-Range"), first, end, url)
-                    start = first
-                else:  # the server ignored the range: the body is the whole object
-                    length = resp.getheader("Content-Length")
-                    if length and length.isdigit() and int(length) < end:
-                        check_content_range(f"bytes 0-/{length}", 0, end, url)
-                    start = 0
-                if pin is None:
-                    pin = _Pin(etag=etag)
-            except BaseException:
-                conn.close()
-                raise
-            return Opened(_PooledBody(pool, key, conn, resp), start)
-
-        return read_span(
-            span,
-            url=url,
-            offset=offset,
-            length=length,
-            policy=_policy(self.config),
-            retry_on=RETRY_ON,
-            explain=_explain,
-        )
+        return read_range(self, url, offset, length, **options)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}

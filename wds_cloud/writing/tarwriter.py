@@ -19,6 +19,7 @@ from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.writer import warn_discarded
 from wds_cloud.writing.compression import GzipStream, wants_gzip
 from wds_cloud.writing.encoders import BYTES_TYPES, SampleEncoder, make_encoder
+from wds_cloud.writing.indexing import check_indexable, index_target, open_index
 from wds_cloud.writing.upload import abort_quietly, open_sink
 
 BLOCK = 512
@@ -234,35 +235,6 @@ class SampleFormatter:
         return FormattedSample(chunks, total, names, tuple(offsets), tuple(sizes))
 
 
-def check_indexable(formatted: FormattedSample, *, key: Any = None) -> None:
-    """Raise when a member name of ``formatted`` cannot be written in a DALI ``.idx``.
-
-    Raises:
-        SampleError: a name holds whitespace (the format separates fields with it).
-    """
-    for name in formatted.names:
-        if any(c in name for c in " \t\n\r\x0b\x0c"):
-            raise SampleError(
-                f"member name {name!r} holds whitespace, which the DALI index format cannot "
-                "represent; write without index=True or use another key",
-                key=key,
-            )
-
-
-def _index_target(index: bool | str, name: str | None) -> str:
-    from wds_cloud.index.format import idx_url
-    from wds_cloud.openers.registry import url_scheme
-
-    if isinstance(index, str):
-        return index
-    if name is None or name == "-" or url_scheme(name) == "pipe":
-        raise ConfigError(
-            "index=True writes the index beside a named target (a path or URL); for a stream, "
-            "'-' or pipe: give its destination: index='path/or/url.idx'"
-        )
-    return idx_url(name)
-
-
 def _check_key(key: Any) -> None:
     if key is None:
         raise SampleError("the sample has no __key__")
@@ -366,7 +338,7 @@ class TarWriter:
         self._index_target: str | None = None
         self._entries: list[tuple[str, int, int]] | None = None
         if index:
-            self._index_target = _index_target(index, self.name)
+            self._index_target = index_target(index, self.name)
             self._entries = []
 
     def __enter__(self) -> TarWriter:
@@ -467,16 +439,8 @@ class TarWriter:
 
     def _open_index(self) -> Any:
         """The ``.idx`` of what was written, in an uncommitted sink (committed after the shard)."""
-        from wds_cloud.index.format import ShardIndex, group_entries
-
         assert self._entries is not None and self._index_target is not None
-        self.index = ShardIndex.from_samples(group_entries(self._entries), url=self._index_target)
-        sink = open_sink(self._index_target, self._registry)
-        try:
-            sink.write(self.index.to_bytes())
-        except BaseException:
-            abort_quietly(sink)
-            raise
+        self.index, sink = open_index(self._entries, self._index_target, self._registry)
         return sink
 
     @property
