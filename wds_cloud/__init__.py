@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "OpenerRegistry": "wds_cloud.openers.registry",
     "default_registry": "wds_cloud.openers.registry",
     "open_url": "wds_cloud.openers.registry",
+    "read_range": "wds_cloud.openers.registry",
     "register_opener": "wds_cloud.openers.registry",
     "ShardCache": "wds_cloud.openers.cache",
     "AisConfig": "wds_cloud.openers.ais",
@@ -133,6 +134,12 @@ _EXPORTS: dict[str, str] = {
     "ShardWriter": "wds_cloud.writing.shardwriter",
     "TarWriter": "wds_cloud.writing.tarwriter",
     "upload_shards": "wds_cloud.writing.upload",
+    # indexes and random access
+    "DatasetIndex": "wds_cloud.index.datasetjson",
+    "ShardIndex": "wds_cloud.index.format",
+    "build_index": "wds_cloud.index.build",
+    "check_index": "wds_cloud.index.check",
+    "load_dataset_json": "wds_cloud.index.datasetjson",
     # torch
     "DevicePrefetcher": "wds_cloud.pytorch.builder",
     "WebLoader": "wds_cloud.pytorch",
@@ -165,6 +172,7 @@ _EXPORTS: dict[str, str] = {
 _TORCH_AWARE: dict[str, str] = {
     "DataPipeline": "wds_cloud.core.pipeline",
     "FluidWrapper": "wds_cloud.core.compat",
+    "IndexedWebDataset": "wds_cloud.index.indexed",
     "WebDataset": "wds_cloud.core.compat",
     "MockDataset": "wds_cloud.core.datasets",
     "with_epoch": "wds_cloud.core.datasets",

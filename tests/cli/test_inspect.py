@@ -25,8 +25,11 @@ def test_help_lists_every_subcommand(wds_cli: Runner) -> None:
         "verify",
         "preview",
         "upload",
+        "uploads",
         "dsort-spec",
+        "dsort",
         "bench",
+        "index",
     ):
         assert name in out.stdout.decode()
         sub = wds_cli(name, "--help")

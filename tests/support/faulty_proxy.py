@@ -22,7 +22,10 @@ once per connection, when its first response bytes arrive (keep-alive connection
 several requests are judged by their first one).
 
 Counters (thread-safe reads): ``connections`` (accepted so far), ``cuts`` (connections cut),
-``stalls`` (connections stalled), ``bytes_forwarded`` (server -> client, all connections).
+``stalls`` (connections stalled), ``bytes_forwarded`` (server -> client, all connections),
+``requests`` and ``ranged_requests`` (HTTP/1.1 request lines, and ``Range:`` headers, seen from
+clients so far; counted in the request bytes, so only meaningful while no upload body can hold
+them).
 
 Usage::
 
@@ -60,6 +63,7 @@ class _Conn:
         self.client = client
         self.upstream = upstream
         self.head = bytearray()
+        self.tail = b""  # the last request bytes, for patterns split across reads
         self.sent = 0
         self.decided = False
         self.limit: int | None = None
@@ -106,6 +110,8 @@ class FaultyProxy:
         self.cuts = 0
         self.stalls = 0
         self.bytes_forwarded = 0
+        self.requests = 0
+        self.ranged_requests = 0
         self._listener: socket.socket | None = None
         self._stopping = threading.Event()
         self.set_fault(
@@ -230,6 +236,8 @@ class FaultyProxy:
             try:
                 upstream = socket.create_connection(self.target, timeout=10)
                 upstream.settimeout(None)
+                for sock in (client, upstream):  # forward small writes at once, as they came
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 client.close()
                 continue
@@ -249,6 +257,7 @@ class FaultyProxy:
                     break
                 if len(conn.head) < _HEAD_LIMIT:
                     conn.head += data[: _HEAD_LIMIT - len(conn.head)]
+                self._count_requests(conn, data)
                 conn.upstream.sendall(data)
         except OSError:
             pass
@@ -294,6 +303,17 @@ class FaultyProxy:
             pass
         self._close(conn, reset=False)
 
+    def _count_requests(self, conn: _Conn, data: bytes) -> None:
+        seen = (conn.tail + data).lower()
+        start = len(conn.tail)  # count each occurrence once: it must end in the new bytes
+        requests = sum(1 for _ in _ends_after(seen, b" http/1.1\r\n", start))
+        ranged = sum(1 for _ in _ends_after(seen, b"\r\nrange: bytes=", start))
+        conn.tail = seen[-32:]
+        if requests or ranged:
+            with self._lock:
+                self.requests += requests
+                self.ranged_requests += ranged
+
     def _count(self, n: int) -> None:
         with self._lock:
             self.bytes_forwarded += n
@@ -320,6 +340,15 @@ class FaultyProxy:
             sock.close()
         with self._lock:
             self._conns.discard(conn)
+
+
+def _ends_after(data: bytes, pattern: bytes, start: int) -> Iterator[int]:
+    """Positions of ``pattern`` in ``data`` that end after ``start``."""
+    pos = data.find(pattern)
+    while pos >= 0:
+        if pos + len(pattern) > start:
+            yield pos
+        pos = data.find(pattern, pos + 1)
 
 
 @pytest.fixture

@@ -35,6 +35,9 @@ from urllib.parse import unquote, urlsplit
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: with Nagle on, every response on a kept-alive
+    # connection waits for the client's delayed ACK (40 ms). Real servers set TCP_NODELAY too.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass

@@ -13,6 +13,8 @@ Subcommands:
 - ``dsort-spec``: build an AIStore dSort spec from flags.
 - ``dsort start SPEC|-``, ``dsort wait JOB``, ``dsort abort JOB``: run dSort jobs (old spec
   key names accepted with a warning naming the current key).
+- ``index SPEC...``: build shard indexes (``.idx`` beside each shard, the dataset JSON);
+  ``--check`` verifies existing ones.
 - ``bench SPEC``: loader throughput by timed windows (mean and variance of the window time);
   a run too short for a window after the first gives the wall-clock rate only, and says so.
 
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     from wds_cloud.cli.create import register as register_create
     from wds_cloud.cli.dsort import register as register_dsort
+    from wds_cloud.cli.index import register as register_index
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
     from wds_cloud.cli.uploads import register as register_uploads
@@ -58,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_misc(sub)
     register_uploads(sub)
     register_dsort(sub)
+    register_index(sub)
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS

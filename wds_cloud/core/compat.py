@@ -51,9 +51,10 @@ class WebDataset(DataPipeline, FluidInterface):
     """Read WebDataset shards as samples, with the fluid methods (``.shuffle().decode()``).
 
     Args:
-        urls: ``"shards-{000..099}.tar"`` (braces, ``::``), a list of URLs, or a glob/prefix
+        urls: ``"shards-{000..099}.tar"`` (braces, ``::``), a list of URLs, a glob/prefix
             (``"s3://bucket/train/*.tar"``, ``"gs://bucket/train/"``) listed via
-            ``wds_cloud.listing``.
+            ``wds_cloud.listing``, or a dataset index JSON (``"s3://b/train/index.json"``,
+            see ``docs/indexes.md``): its shards, and ``len()`` is its exact sample count.
         handler: error policy for opening, reading and grouping.
         resampled: draw shards with replacement forever (per reader, seeded); shard shuffle and
             node/worker splitting are then not applied.
@@ -108,13 +109,16 @@ class WebDataset(DataPipeline, FluidInterface):
     ) -> None:
         super().__init__()
         from wds_cloud.core.samples import tarfile_to_samples
+        from wds_cloud.index.datasetjson import dataset_spec
 
-        if isinstance(urls, dict) or (
-            isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))
-        ):
+        if (dataset := dataset_spec(urls, registry)) is not None:  # a wids dataset index
+            urls = dataset.urls
+            self.index_samples = dataset.nsamples
+            self.with_length(dataset.nsamples)
+        if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml"))):
             raise ConfigError(
-                f"WebDataset({urls!r}): YAML/JSON dataset specifications are not supported; "
-                "pass shard URLs, a brace pattern, a glob or a prefix"
+                f"WebDataset({urls!r}): YAML dataset specifications are not supported; "
+                "pass shard URLs, a brace pattern, a glob, a prefix or a dataset index JSON"
             )
         if split_by not in ("shard", "sample"):
             raise ConfigError(f"split_by must be 'shard' or 'sample', got {split_by!r}")

@@ -56,6 +56,7 @@ class DataPipeline:
         self.nsamples = -1
         self.per_rank = False
         self.size: int | None = None
+        self.index_samples: int | None = None  # the dataset's sample count, from its index
         for stage in stages:
             if stage is None:
                 continue
@@ -139,8 +140,14 @@ class DataPipeline:
 
         By default (as webdataset) the count is per iterator, so inside a DataLoader with ``W``
         workers a rank yields ``W * n``. With ``per_rank=True`` ``n`` is divided among the
-        workers so the loader yields exactly ``n`` per rank.
+        workers so the loader yields exactly ``n`` per rank; without ``n``, a dataset read from
+        an index JSON uses its exact sample count divided by the number of ranks (rounded
+        down, the same on every rank).
         """
+        if per_rank and nsamples < 0 and nbatches < 0 and self.index_samples is not None:
+            from wds_cloud.core.shards import node_info
+
+            nsamples = self.index_samples // node_info()[1]
         self.repetitions = sys.maxsize
         self.nsamples = max(nsamples, nbatches)
         self.per_rank = per_rank

@@ -54,6 +54,20 @@ def base_plus_ext(path: str) -> tuple[str | None, str | None]:
     return path[: slash + 1], path[slash + 2 :]
 
 
+def split_member(name: str) -> tuple[str, str] | None:
+    """``(key, extension)`` of a member name as the sample reader groups it, the extension's
+    case kept; None for a name the reader skips (``__meta__`` names, names without a key).
+
+    Shard indexes group members with this, so an index has exactly the reader's samples.
+    """
+    if name[:2] == "__" and _is_meta(name):
+        return None
+    key, ext = base_plus_ext(name)
+    if key is None or ext is None:
+        return None
+    return key, ext
+
+
 def _is_meta(name: str) -> bool:
     if "/" not in name and name.startswith("__") and name.endswith("__"):
         return True

@@ -85,6 +85,10 @@ _default_worker_seed = worker_seed  # ResampledShards' argument of the same name
 
 
 def _expand(urls: str | Iterable[str], registry: Any = None) -> list[str]:
+    from wds_cloud.index.datasetjson import dataset_spec  # a dataset JSON names its shards
+
+    if (dataset := dataset_spec(urls, registry)) is not None:
+        return dataset.urls
     if isinstance(urls, str) and (urls.endswith("/") or any(c in urls for c in "*?[")):
         from wds_cloud.listing import list_shards
 

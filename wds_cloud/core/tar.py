@@ -126,6 +126,20 @@ def _parse_pax(data: bytes, url: str | None, offset: int) -> dict[str, str]:
     return records
 
 
+def is_member_header(block: bytes) -> bool:
+    """True when ``block`` is a valid tar header (checksum) of a regular file.
+
+    Random access checks the header before each member it reads from an index, so an index
+    that no longer matches its shard is caught instead of returning other bytes.
+    """
+    return (
+        len(block) == BLOCK
+        and block != _ZERO_BLOCK
+        and block[156] in _REGULAR
+        and _checksum_ok(bytes(block))
+    )
+
+
 class _Prefixed:
     """A raw stream that first returns ``head`` (bytes already peeked) and then ``stream``."""
 
@@ -366,14 +380,54 @@ def iter_tar(
             log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
 
     try:
-        yield from _members(source, url, concatenated, skip, on_warning)
+        yield from _members(source, url, concatenated, skip, on_warning, True)
+    finally:
+        source.close()
+
+
+#: ``(name, offset of the data in the uncompressed stream, size)`` of one regular member.
+Entry = tuple[str, int, int]
+
+
+def iter_tar_entries(
+    stream: IO[bytes] | Any,
+    *,
+    url: str | None = None,
+    bufsize: int = DEFAULT_BUFSIZE,
+    on_warning: Warn | None = None,
+) -> Iterator[Entry]:
+    """Yield ``(name, data offset, size)`` for every regular file, without copying data.
+
+    The same reader as :func:`iter_tar` (same members, names, errors and warnings); the offset
+    is where the member's data starts in the uncompressed archive (``tarfile``'s
+    ``offset_data``: after the member's own header and any extended headers before it). Shard
+    indexes are built from this.
+
+    Raises:
+        ShardReadError: as :func:`iter_tar`.
+    """
+    source = _Source(stream, url, bufsize)
+    if on_warning is None:
+
+        def on_warning(message: str, offset: int) -> None:
+            log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
+
+    try:
+        yield from _members(source, url, False, None, on_warning, False)
     finally:
         source.close()
 
 
 def _members(
-    source: _Source, url: str | None, concatenated: bool, skip: Skip | None, warn: Warn
-) -> Iterator[Member]:
+    source: _Source,
+    url: str | None,
+    concatenated: bool,
+    skip: Skip | None,
+    warn: Warn,
+    copy: bool,
+) -> Iterator[Any]:
+    """Regular members as ``(name, data)``, or as ``(name, data offset, size)`` when ``copy``
+    is False (their data is then skipped, never copied)."""
     mapped = source.mm is not None
     fields_get = _FIELDS.get
     adler32 = zlib.adler32
@@ -506,7 +560,7 @@ def _members(
         regular = typeflag in _REGULAR
         if regular and skip is not None and skip(name):
             regular = False
-        wanted = regular or typeflag in b"xgLKX"
+        wanted = (regular and copy) or typeflag in b"xgLKX"
         if start + size <= buflen:
             data = buf[start : start + size] if wanted else b""
             pos = start + padded
@@ -528,7 +582,7 @@ def _members(
             buf = source.buf
             buflen = len(buf)
         if regular:
-            yield name, data
+            yield (name, data) if copy else (name, header_offset + BLOCK, size)
         elif typeflag == 0x78 or typeflag == 0x58:  # 'x' PAX / 'X' Solaris: for the next member
             # webdataset's TarWriter puts an mtime-only PAX header before every member: only
             # parse when a record can change what we read.

@@ -41,7 +41,7 @@ from wds_cloud.errors import (
     ShardOpenError,
 )
 from wds_cloud.openers.backoff import DEFAULT_STALL_TIMEOUT, positive_seconds, stall_bound
-from wds_cloud.openers.resume import ResumableReader
+from wds_cloud.openers.resume import ResumableReader, read_span
 from wds_cloud.urls import parse_object_url
 
 try:
@@ -360,6 +360,39 @@ class AisOpener:
             explain=fetcher.explain,
         )
         return cast(IO[bytes], reader.start())
+
+    def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
+        """Bytes ``offset .. offset + length`` of an object with one ranged GET (resumed like a
+        streaming read if the connection drops).
+
+        Raises:
+            ConfigError: the URL names an inline ETL (offsets describe the stored object, not
+                the ETL's output), or an unknown option.
+            ShardNotFoundError: bucket or object missing.
+            ShardReadError: the object is shorter, or the read failed.
+        """
+        if options:
+            raise ConfigError(
+                f"ais:// read_range() got unknown option(s) {sorted(options)} for {url!r}"
+            )
+        _require_sdk()
+        target = self.target(url)
+        if target.etl:
+            raise ConfigError(
+                f"cannot read a byte range through the inline ETL {target.etl!r} ({url!r}): "
+                "index offsets describe the stored object; read without ?etl= and transform "
+                "the samples yourself"
+            )
+        fetcher = Fetcher(self, target)
+        return read_span(
+            fetcher.span,
+            url=url,
+            offset=offset,
+            length=length,
+            policy=fetcher.policy(),
+            retry_on=fetcher.retry_on,
+            explain=fetcher.explain,
+        )
 
     # list ------------------------------------------------------------------------------------
     def list(self, url: str) -> list[str]:

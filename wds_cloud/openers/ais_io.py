@@ -13,7 +13,13 @@ import urllib3
 
 from wds_cloud.errors import ShardReadError, UploadError
 from wds_cloud.openers.backoff import RetryPolicy
-from wds_cloud.openers.resume import NETWORK_ERRORS, Opened, RetryableError, Urllib3Body
+from wds_cloud.openers.resume import (
+    NETWORK_ERRORS,
+    Opened,
+    RetryableError,
+    Urllib3Body,
+    check_content_range,
+)
 from wds_cloud.openers.writer import CommittingWriter
 
 if TYPE_CHECKING:
@@ -89,6 +95,22 @@ class Fetcher:
         self.target = target
         self.checksum: str | None = None
         self._answered = False
+        self.end: int | None = None  # set by span(): every GET stops there
+        self._content_range: str | None = None
+
+    def span(self, first: int, end: int) -> Opened:
+        """The ``RangeFetch`` of :func:`~wds_cloud.openers.resume.read_span`: bytes
+        ``first .. end - 1`` (``Range: bytes=first-(end-1)``), checksum pinned after the first
+        answer."""
+        self.end = end
+        opened = self(first)
+        if opened.start == first:
+            try:
+                check_content_range(self._content_range, first, end, self.target.url)
+            except BaseException:
+                opened.body.close()
+                raise
+        return opened
 
     def policy(self) -> RetryPolicy:
         """The read loop's policy from the opener's config."""
@@ -113,6 +135,8 @@ class Fetcher:
         kwargs: dict[str, Any] = {}
         if t.etl:
             kwargs["etl"] = ETLConfig(t.etl, t.etl_args)
+        elif self.end is not None:
+            kwargs["byte_range"] = f"bytes={offset}-{self.end - 1}"
         elif offset:
             kwargs["byte_range"] = f"bytes={offset}-"
         bucket = self.opener.read_client().bucket(t.bucket, provider=t.provider)
@@ -135,10 +159,11 @@ class Fetcher:
             raise self.opener._error(exc, self.target, action) from exc
         length = raw.headers.get("Content-Length")
         size = int(length) if length is not None and raw.status == 200 else None
+        self._content_range = raw.headers.get("Content-Range")
         if not self._answered:
             self._answered = True
             self.checksum = raw.headers.get("Ais-Checksum-Value")
-            return Opened(Urllib3Body(raw), 0, size)
+            return Opened(Urllib3Body(raw), offset if raw.status == 206 else 0, size)
         if self.target.etl:
             return Opened(Urllib3Body(raw), 0, size)
         checksum = raw.headers.get("Ais-Checksum-Value")

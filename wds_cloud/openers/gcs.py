@@ -34,6 +34,7 @@ from wds_cloud.errors import (
 from wds_cloud.openers.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.gcs_config import GcsConfig
 from wds_cloud.openers.gcs_read import GcsReader, MediaFetch, read_errors
+from wds_cloud.openers.resume import read_span
 from wds_cloud.urls import ObjectUrl, parse_object_url
 
 try:
@@ -268,6 +269,34 @@ class GcsOpener:
         reader.start()
         reader.generation = fetch.generation
         return reader
+
+    def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
+        """Bytes ``offset .. offset + length`` of ``gs://bucket/blob`` with one ranged media
+        GET (resumed like a streaming read if the connection drops).
+
+        Args:
+            url: ``gs://`` or ``gcs://`` URL.
+            offset: first byte.
+            length: number of bytes.
+            **options: ``generation=`` reads that object generation.
+
+        Raises:
+            ShardNotFoundError: the object or the bucket does not exist.
+            ShardReadError: the object is shorter, or the read failed.
+            ShardOpenError: credentials, permission or endpoint problems.
+        """
+        _require_sdk()
+        parsed = self._parse(url)
+        fetch = MediaFetch(self, self.client(url), url, parsed, options.get("generation"))
+        return read_span(
+            fetch.span,
+            url=url,
+            offset=offset,
+            length=length,
+            policy=self._policy(),
+            retry_on=read_errors(),
+            explain=fetch.explain,
+        )
 
     def _policy(self) -> RetryPolicy:
         return RetryPolicy(

@@ -22,6 +22,7 @@ from wds_cloud.openers.resume import (
     ResumableReader,
     RetryableError,
     Urllib3Body,
+    check_content_range,
 )
 from wds_cloud.urls import ObjectUrl
 
@@ -59,10 +60,16 @@ def get_media(
     generation: int | None,
     offset: int,
     timeout: tuple[float, float],
+    end: int | None = None,
 ) -> Any:
-    """Start a streaming media GET (the body is not read yet); returns the response."""
+    """Start a streaming media GET (the body is not read yet); returns the response.
+
+    ``end`` (exclusive) bounds the range; without it the GET runs to the end of the object.
+    """
     headers = {"Accept-Encoding": "gzip"}
-    if offset:
+    if end is not None:
+        headers["Range"] = f"bytes={offset}-{end - 1}"
+    elif offset:
         headers["Range"] = f"bytes={offset}-"
     url = media if generation is None else f"{media}&generation={generation}"
     return session.get(url, headers=headers, stream=True, timeout=timeout)
@@ -112,6 +119,21 @@ class MediaFetch:
         self.media = media_url(client.api_endpoint, parsed.bucket, parsed.key)
         self.wanted = None if wanted is None else int(wanted)
         self.generation: int | None = None
+        self.end: int | None = None  # set by span(): every GET stops there
+        self.content_range: str | None = None  # of the last answer
+
+    def span(self, first: int, end: int) -> Opened:
+        """The ``RangeFetch`` of :func:`~wds_cloud.openers.resume.read_span`: bytes
+        ``first .. end - 1``, pinned to the generation of the first answer."""
+        self.end = end
+        opened = self(first)
+        if opened.start == first:
+            try:
+                check_content_range(self.content_range, first, end, self.url)
+            except BaseException:
+                opened.body.close()
+                raise
+        return opened
 
     def __call__(self, offset: int) -> Opened:
         from wds_cloud.openers.gcs import translate_error
@@ -124,6 +146,7 @@ class MediaFetch:
                 generation=self.generation if self.generation is not None else self.wanted,
                 offset=offset,
                 timeout=opener.media_timeout(),
+                end=self.end,
             )
         except read_errors():
             raise
@@ -141,6 +164,7 @@ class MediaFetch:
             else:  # an endpoint that does not send the header: ask the metadata
                 self.generation = int(self._current(response).generation)
         size = stored_size(response) if status == 200 else None
+        self.content_range = response.headers.get("Content-Range")
         return Opened(Urllib3Body(response.raw), offset if status == 206 else 0, size)
 
     def explain(self, exc: BaseException) -> str:

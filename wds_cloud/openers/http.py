@@ -176,6 +176,7 @@ class HttpOpener:
     def __init__(self, config: HttpConfig | None = None, **overrides: Any) -> None:
         self.config = replace(config or HttpConfig(), **overrides).resolved()
         self._sleep: Callable[[float], Any] = time.sleep
+        self._pool: Any = None  # keep-alive connections of ranged reads (http_range._Pool)
 
     def stall_bound(self) -> float:
         """Seconds a read can go without a new byte before it raises (with these settings)."""
@@ -318,12 +319,22 @@ class HttpOpener:
         )
         return reader.start()  # type: ignore[return-value]
 
+    # -- ranged reads (wds_cloud.openers.http_range) ----------------------------------------
+
+    def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
+        """Bytes ``offset .. offset + length`` of ``url`` with one ``Range`` GET on a kept-alive
+        connection; see :func:`wds_cloud.openers.http_range.read_range`."""
+        from wds_cloud.openers.http_range import read_range
+
+        return read_range(self, url, offset, length, **options)
+
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.config = state["config"]
         self._sleep = time.sleep
+        self._pool = None
 
 
 def _content_range_start(value: str | None) -> int | None:

@@ -117,6 +117,39 @@ class LocalOpener:
         except OSError as exc:
             raise ShardOpenError(f"cannot open {path!r}: {exc}", url=url) from exc
 
+    def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
+        """Bytes ``offset .. offset + length`` of a local file (``pread``).
+
+        Raises:
+            ShardNotFoundError: the file does not exist.
+            ShardReadError: the file ends before ``offset + length``.
+            ShardOpenError: ``-`` (standard input cannot be read at an offset), other OS errors.
+        """
+        from wds_cloud.errors import ShardReadError
+
+        if url == "-":
+            raise ShardOpenError("standard input cannot be read at an offset", url=url)
+        stream = self.open(url)
+        try:
+            fd = stream.fileno()
+            parts = []
+            got = 0
+            while got < length:
+                chunk = os.pread(fd, length - got, offset + got)
+                if not chunk:
+                    raise ShardReadError(
+                        f"the file ends before byte {offset + length}", url=url, offset=offset + got
+                    )
+                parts.append(chunk)
+                got += len(chunk)
+        except OSError as exc:
+            if isinstance(exc, ShardReadError):
+                raise
+            raise ShardOpenError(f"cannot read {url!r}: {exc}", url=url) from exc
+        finally:
+            stream.close()
+        return b"".join(parts)
+
     def local_path(self, url: str) -> str | None:
         """The filesystem path for ``url`` (used as ``__local_path__``); None for stdin."""
         if url == "-":

@@ -21,8 +21,9 @@ class Opener(Protocol):
     """What a backend provides: ``open(url, **options)`` returning a readable binary stream.
 
     The stream supports ``read``, ``readinto`` and ``close``. Backends may also provide
-    ``list(url) -> list[str]`` (listing a prefix, see :mod:`wds_cloud.listing`) and
-    ``create(url) -> writable stream`` whose ``close()`` commits and ``abort()`` discards.
+    ``list(url) -> list[str]`` (listing a prefix, see :mod:`wds_cloud.listing`),
+    ``create(url) -> writable stream`` whose ``close()`` commits and ``abort()`` discards, and
+    ``read_range(url, offset, length) -> bytes`` (random access through shard indexes).
     """
 
     def open(self, url: str, **options: Any) -> IO[bytes]:  # pragma: no cover - protocol
@@ -181,6 +182,39 @@ class OpenerRegistry:
         """Open ``url`` for reading with the opener registered for its scheme."""
         return self.for_url(url).open(url, **options)
 
+    def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
+        """Bytes ``offset .. offset + length`` of ``url``: the opener's ``read_range`` (one
+        ranged request on every built-in network backend, ``pread`` on local files), or for an
+        opener without one (``pipe:``, a plugin) a stream opened and read up to the range.
+
+        Raises:
+            ShardReadError: the object ends before ``offset + length``.
+            ShardError: the opener's errors.
+        """
+        opener = self.for_url(url)
+        method = getattr(opener, "read_range", None)
+        if callable(method):
+            return bytes(method(url, offset, length, **options))
+        from wds_cloud.core.tar import read_full
+        from wds_cloud.errors import ShardReadError
+
+        stream = opener.open(url, **options)
+        try:
+            skip = offset
+            while skip > 0:
+                dropped = len(read_full(stream, min(skip, 1 << 22)))
+                if not dropped:
+                    break
+                skip -= dropped
+            data = read_full(stream, length) if skip == 0 else b""
+        finally:
+            stream.close()
+        if len(data) < length:
+            raise ShardReadError(
+                f"the stream ended before byte {offset + length}", url=url, offset=offset
+            )
+        return data
+
     def __getstate__(self) -> dict[str, Any]:
         # Resolved lazy entries are re-imported in the child; explicit objects travel as is.
         return {"entries": dict(self._entries), "extras": dict(self._extras)}
@@ -221,3 +255,10 @@ def register_opener(scheme: str, opener: Any, *, override: bool = False) -> None
 def open_url(url: str, *, registry: OpenerRegistry | None = None, **options: Any) -> IO[bytes]:
     """Open ``url`` for reading through ``registry`` (the default one when None)."""
     return (registry or default_registry()).open(url, **options)
+
+
+def read_range(
+    url: str, offset: int, length: int, *, registry: OpenerRegistry | None = None, **options: Any
+) -> bytes:
+    """Bytes ``offset .. offset + length`` of ``url`` (see :meth:`OpenerRegistry.read_range`)."""
+    return (registry or default_registry()).read_range(url, offset, length, **options)

@@ -328,3 +328,88 @@ class ResumableReader(io.RawIOBase):
     def close(self) -> None:
         self._drop()
         super().close()
+
+
+#: ``fetch(first, end) -> Opened``: a body holding the object's bytes from ``first`` (or from an
+#: earlier offset, ``Opened.start``) up to at least ``end`` (exclusive), offsets in the object.
+RangeFetch = Callable[[int, int], Opened]
+
+
+def read_span(
+    fetch: RangeFetch,
+    *,
+    url: str,
+    offset: int,
+    length: int,
+    policy: RetryPolicy | None = None,
+    retry_on: tuple[type[BaseException], ...] = NETWORK_ERRORS,
+    explain: Callable[[BaseException], str] | None = None,
+) -> bytes:
+    """Bytes ``offset .. offset + length`` of an object, read by one :class:`ResumableReader`.
+
+    The backends' ``read_range`` (random access through shard indexes) call this: one ranged
+    request, resumed from the last byte received if the connection drops, with the same retry
+    and stall rules as streaming reads. A body that starts before ``offset`` (a server that
+    ignored the range) is read and the bytes before ``offset`` skipped.
+
+    Raises:
+        ShardReadError: the object ends before ``offset + length``, or the read failed.
+        ShardError: what ``fetch`` raised (not found, denied, ...).
+    """
+    if length <= 0:
+        return b""
+    end = offset + length
+
+    def at(position: int) -> Opened:
+        opened = fetch(offset + position, end)
+        return Opened(opened.body, opened.start - offset)
+
+    reader = ResumableReader(
+        at,
+        url=url,
+        size=length,
+        policy=policy,
+        retry_on=retry_on,
+        explain=explain,
+        origin=offset,
+    )
+    parts: list[bytes] = []
+    got = 0
+    try:
+        while got < length:
+            chunk = reader.read(length - got)
+            if not chunk:
+                raise ShardReadError(
+                    f"the object ended before byte {end} (a range of {length} bytes)",
+                    url=url,
+                    offset=offset + got,
+                )
+            parts.append(chunk)
+            got += len(chunk)
+    finally:
+        reader.close()
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def check_content_range(value: str | None, first: int, end: int, url: str) -> None:
+    """Raise when a ``Content-Range: bytes a-b/total`` answer does not start at ``first`` or
+    the object is shorter than ``end`` (retrying could not help).
+
+    Raises:
+        ShardReadError: naming the object's size or the served start.
+    """
+    if not value or not value.startswith("bytes "):
+        return
+    span, _, total = value[len("bytes ") :].partition("/")
+    start, _, _ = span.partition("-")
+    if start.isdigit() and int(start) != first:
+        raise ShardReadError(
+            f"the server answered the range from byte {start}, not {first}", url=url, offset=first
+        )
+    if total.isdigit() and int(total) < end:
+        raise ShardReadError(
+            f"the object has {total} bytes; the range ends at byte {end} (is the index older "
+            "than the shard?)",
+            url=url,
+            offset=first,
+        )

@@ -39,7 +39,7 @@ from wds_cloud.errors import (
     UploadError,
 )
 from wds_cloud.openers.backoff import stall_bound
-from wds_cloud.openers.resume import ResumableReader
+from wds_cloud.openers.resume import ResumableReader, read_span
 from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Config, split_s3_url
 from wds_cloud.openers.s3_read import ObjectFetch, policy, read_errors
 from wds_cloud.redact import redact_url
@@ -288,6 +288,42 @@ class S3Opener:
             fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
         )
         return reader.start()  # type: ignore[return-value]
+
+    def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
+        """Bytes ``offset .. offset + length`` of ``s3://bucket/key`` with one ranged
+        ``GetObject`` (resumed like a streaming read if the connection drops).
+
+        Args:
+            url: the object URL.
+            offset: first byte.
+            length: number of bytes.
+            **options: per-call ``retries``, ``backoff``, ``stall_timeout``.
+
+        Raises:
+            ShardNotFoundError: no such object or bucket.
+            ShardReadError: the object is shorter, or the read failed.
+            ShardOpenError: access denied, endpoint unreachable.
+        """
+        allowed = {"retries", "backoff", "stall_timeout"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"unknown options {unknown} for s3 read_range(); allowed: {sorted(allowed)}"
+            )
+        cfg = replace(self.config, **options).resolve({}) if options else self.config
+        bucket, key = split_s3_url(url)
+        if not key:
+            raise ConfigError(f"URL {url!r} names a bucket, not an object")
+        fetch = ObjectFetch(self, self.read_client(), url, bucket, key)
+        return read_span(
+            fetch.span,
+            url=url,
+            offset=offset,
+            length=length,
+            policy=policy(cfg),
+            retry_on=read_errors(),
+            explain=fetch.explain,
+        )
 
     # -- listing ---------------------------------------------------------------------------
 

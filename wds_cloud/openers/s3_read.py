@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ShardReadError
 from wds_cloud.openers.backoff import RetryPolicy
-from wds_cloud.openers.resume import NETWORK_ERRORS, Body, Opened, RetryableError, Urllib3Body
+from wds_cloud.openers.resume import (
+    NETWORK_ERRORS,
+    Body,
+    Opened,
+    RetryableError,
+    Urllib3Body,
+    check_content_range,
+)
 
 try:
     import botocore.exceptions as bexc
@@ -163,6 +170,35 @@ class ObjectFetch:
             self.answered = True
             self.etag = response.get("ETag")
         return Opened(raw_body(response["Body"]), offset, total_size(response, offset))
+
+    def span(self, first: int, end: int) -> Opened:
+        """The ``RangeFetch`` of :func:`~wds_cloud.openers.resume.read_span`: bytes
+        ``first .. end - 1`` (``Range: bytes=first-(end-1)``), pinned to the first answer's ETag."""
+        kwargs: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": self.key,
+            "Range": f"bytes={first}-{end - 1}",
+            **self.opener._extra(),
+        }
+        if self.etag:
+            kwargs["IfMatch"] = self.etag
+        try:
+            response = self.client.get_object(**kwargs)
+        except read_errors():
+            raise
+        except Exception as exc:
+            if (transient := retryable(exc)) is not None:
+                raise transient from exc
+            raise self.opener._error(exc, self.url, offset=first) from exc
+        self.answered = True
+        self.etag = self.etag or response.get("ETag")
+        body = raw_body(response["Body"])
+        try:
+            check_content_range(response.get("ContentRange"), first, end, self.url)
+        except BaseException:
+            body.close()
+            raise
+        return Opened(body, first)
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""

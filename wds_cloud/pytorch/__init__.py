@@ -10,6 +10,7 @@ from wds_cloud.core.collate import torch_collate
 from wds_cloud.pytorch.datasets import (
     DataPipeline,
     FluidWrapper,
+    IndexedWebDataset,
     MockDataset,
     WebDataset,
     with_epoch,
@@ -20,6 +21,7 @@ from wds_cloud.pytorch.loader import WebLoader
 __all__ = [
     "DataPipeline",
     "FluidWrapper",
+    "IndexedWebDataset",
     "MockDataset",
     "WebDataset",
     "WebLoader",

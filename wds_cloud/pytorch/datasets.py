@@ -8,11 +8,20 @@ iterates it; the core shard splitters read the worker index from
 
 from __future__ import annotations
 
-from torch.utils.data import IterableDataset
+from torch.utils.data import Dataset, IterableDataset
 
 from wds_cloud.core import compat, datasets, fluid, pipeline
+from wds_cloud.index import indexed
 
-__all__ = ["DataPipeline", "FluidWrapper", "MockDataset", "WebDataset", "with_epoch", "with_length"]
+__all__ = [
+    "DataPipeline",
+    "FluidWrapper",
+    "IndexedWebDataset",
+    "MockDataset",
+    "WebDataset",
+    "with_epoch",
+    "with_length",
+]
 
 
 class DataPipeline(pipeline.DataPipeline, fluid.FluidInterface, IterableDataset):
@@ -41,3 +50,7 @@ class with_epoch(datasets.with_epoch, IterableDataset):
 
 class with_length(datasets.with_length, IterableDataset):
     """:class:`wds_cloud.core.datasets.with_length` that is a torch ``IterableDataset``."""
+
+
+class IndexedWebDataset(indexed.IndexedWebDataset, Dataset):
+    """:class:`wds_cloud.index.indexed.IndexedWebDataset` that is a map-style torch ``Dataset``."""

@@ -19,6 +19,7 @@ from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.writer import warn_discarded
 from wds_cloud.redact import redact_url
 from wds_cloud.writing.compression import wants_gzip
+from wds_cloud.writing.indexing import check_indexable
 from wds_cloud.writing.tarwriter import SampleFormatter, TarWriter
 from wds_cloud.writing.upload import abort_quietly
 
@@ -52,6 +53,10 @@ class ShardWriter:
         encoder: see :class:`TarWriter`.
         compress: see :class:`TarWriter` (None: gzip when the name ends in ``.gz``/``.tgz``).
         registry: opener registry for URL targets (the default one when None).
+        index: write each shard's DALI ``.idx`` beside it (committed right after the shard)
+            and, at :meth:`close`, the dataset JSON with every shard's sample count
+            (``docs/indexes.md``): True puts it at ``index.json`` beside the first shard, a
+            string names it; an existing JSON there is updated (other shards stay listed).
         **tarwriter_kw: ``keep_meta``, ``user``, ``group``, ``mode``, ``mtime``, ``format``,
             ``compresslevel`` for :class:`TarWriter`.
 
@@ -80,6 +85,7 @@ class ShardWriter:
         encoder: Any = True,
         compress: bool | str | None = None,
         registry: OpenerRegistry | None = None,
+        index: bool | str = False,
         **tarwriter_kw: Any,
     ) -> None:
         unknown = sorted(set(tarwriter_kw) - set(_TARWRITER_KW))
@@ -96,6 +102,10 @@ class ShardWriter:
         if maxsize <= 0:
             raise ConfigError(f"maxsize must be > 0, got {maxsize}")
         wants_gzip(first, compress)  # validates compress and the name early
+        if index and opener is not None:
+            raise ConfigError("index= needs the built-in targets; it cannot be used with opener=")
+        self.index = index
+        self.index_shards: list[Any] = []  # ShardInfo of each committed shard (with index=)
         self.pattern = pattern
         self.maxcount = maxcount
         self.maxsize = maxsize
@@ -142,6 +152,8 @@ class ShardWriter:
         if self.closed:
             raise ValueError("write to a closed ShardWriter")
         formatted = self.formatter.format(obj)
+        if self.index:
+            check_indexable(formatted, key=obj.get("__key__"))
         if (
             self._tar is not None
             and self.count > 0
@@ -188,6 +200,7 @@ class ShardWriter:
                 compress=self._compress,
                 encoder=self._encoder,
                 registry=self.registry,
+                index=bool(self.index),
                 **self._kw,
             )
         self._tar = tar
@@ -211,6 +224,10 @@ class ShardWriter:
         self._tar = None
         self.fname = None
         self.shards.append(name)
+        if tar.index is not None:
+            from wds_cloud.index.datasetjson import ShardInfo
+
+            self.index_shards.append(ShardInfo(name, len(tar.index), tar.filesize))
         self.shard += 1
         self.count = 0
         self.size = 0
@@ -242,6 +259,22 @@ class ShardWriter:
             self._finish()
         finally:
             self.closed = True
+        if self.index and self.index_shards:
+            self._write_dataset_json()
+
+    def _write_dataset_json(self) -> None:
+        """Write (or update) the dataset JSON with the shards this writer committed."""
+        from wds_cloud.index.datasetjson import (
+            DatasetIndex,
+            default_json_url,
+            save_dataset_json,
+        )
+
+        target = self.index if isinstance(self.index, str) else default_json_url(self.shards)
+        save_dataset_json(
+            DatasetIndex(list(self.index_shards)), target, registry=self.registry, update=True
+        )
+        self.index_json = target
 
     def abort(self) -> None:
         """Discard the open shard, if any, and refuse further writes (committed shards stay)."""

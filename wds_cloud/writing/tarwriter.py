@@ -19,6 +19,7 @@ from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.writer import warn_discarded
 from wds_cloud.writing.compression import GzipStream, wants_gzip
 from wds_cloud.writing.encoders import BYTES_TYPES, SampleEncoder, make_encoder
+from wds_cloud.writing.indexing import check_indexable, index_target, open_index
 from wds_cloud.writing.upload import abort_quietly, open_sink
 
 BLOCK = 512
@@ -37,11 +38,15 @@ class FormattedSample(NamedTuple):
         chunks: headers, member data and padding, in order.
         size: total bytes of ``chunks`` (uncompressed tar bytes this sample occupies).
         names: the member names.
+        offsets: where each member's data starts, counted from the sample's first byte.
+        sizes: each member's data size.
     """
 
     chunks: list[Any]
     size: int
     names: list[str]
+    offsets: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
 
 
 def _octal(value: int, width: int) -> bytes:
@@ -189,6 +194,8 @@ class SampleFormatter:
             raise SampleError(f"the encoder returned {type(encoded).__name__}, not a dict", key=key)
         chunks: list[Any] = []
         names: list[str] = []
+        offsets: list[int] = []
+        sizes: list[int] = []
         total = 0
         seen: dict[str, str] = {}
         for field in sorted(encoded):
@@ -222,8 +229,10 @@ class SampleFormatter:
             if pad:
                 chunks.append(pad)
             names.append(name)
+            offsets.append(total + len(header))
+            sizes.append(size)
             total += len(header) + size + len(pad)
-        return FormattedSample(chunks, total, names)
+        return FormattedSample(chunks, total, names, tuple(offsets), tuple(sizes))
 
 
 def _check_key(key: Any) -> None:
@@ -275,6 +284,13 @@ class TarWriter:
             PAX records only where needed, which is valid for both).
         registry: opener registry for URL targets (the default one when None).
         compresslevel: gzip level.
+        index: also write the shard's DALI ``.idx`` (``docs/indexes.md``): True puts it beside
+            a named target (``x.tar`` -> ``x.idx``), a string names where; it is committed
+            right after the shard and discarded with it. Sample keys with whitespace are then
+            refused (:class:`SampleError`): the format cannot hold them.
+
+    Attributes:
+        index: the :class:`~wds_cloud.index.format.ShardIndex` written (after :meth:`close`).
 
     Raises:
         ConfigError: a bad argument, or a ``pipe:`` target while ``pipe:`` is switched off.
@@ -295,6 +311,7 @@ class TarWriter:
         *,
         registry: OpenerRegistry | None = None,
         compresslevel: int = 6,
+        index: bool | str = False,
     ) -> None:
         if format not in _FORMATS:
             raise ConfigError(f"format must be None, ustar or pax, got {format!r}")
@@ -316,6 +333,13 @@ class TarWriter:
         self.size = 0  # uncompressed tar bytes written so far
         self.count = 0  # samples written so far
         self.closed = False
+        self.index: Any = None
+        self._registry = registry
+        self._index_target: str | None = None
+        self._entries: list[tuple[str, int, int]] | None = None
+        if index:
+            self._index_target = index_target(index, self.name)
+            self._entries = []
 
     def __enter__(self) -> TarWriter:
         return self
@@ -336,12 +360,23 @@ class TarWriter:
             SampleError: the sample is malformed or cannot be encoded (nothing was written).
             UploadError: writing to the destination failed (an owned target is aborted).
         """
-        return self.write_formatted(self.formatter.format(obj))
+        formatted = self.formatter.format(obj)
+        if self._entries is not None:
+            check_indexable(formatted, key=obj.get("__key__"))
+        return self.write_formatted(formatted)
 
     def write_formatted(self, formatted: FormattedSample) -> int:
         """Write a sample already laid out by :attr:`formatter` (see :class:`ShardWriter`)."""
         if self.closed:
             raise ValueError(f"write to a closed TarWriter ({self.name or 'stream'})")
+        if self._entries is not None:
+            start = self.size
+            self._entries.extend(
+                (name, start + offset, size)
+                for name, offset, size in zip(
+                    formatted.names, formatted.offsets, formatted.sizes, strict=True
+                )
+            )
         try:
             if formatted.size <= _JOIN_LIMIT:
                 self._stream.write(b"".join(formatted.chunks))  # one call for small samples
@@ -368,10 +403,13 @@ class TarWriter:
         """
         if self.closed:
             return
+        index_sink: Any = None
         try:
             self._stream.write(_END_OF_ARCHIVE)
             if self._gzip is not None:
                 self._gzip.finish()
+            if self._entries is not None:
+                index_sink = self._open_index()
             if self._own:
                 self._sink.close()
             else:
@@ -379,6 +417,8 @@ class TarWriter:
                 if callable(flush):
                     flush()
         except Exception as exc:
+            if index_sink is not None:
+                abort_quietly(index_sink)
             self.abort()
             if isinstance(exc, UploadError):
                 raise
@@ -386,6 +426,30 @@ class TarWriter:
                 f"finishing the shard failed: {type(exc).__name__}: {exc}", url=self.name
             ) from exc
         self.closed = True
+        if index_sink is not None:
+            try:
+                index_sink.close()
+            except Exception as exc:
+                reason = exc.reason if isinstance(exc, UploadError) else repr(exc)
+                raise UploadError(
+                    f"the shard was committed but its index {self._index_target!r} was not: "
+                    f"{reason}; rebuild it with 'wds-cloud index'",
+                    url=self.name,
+                ) from exc
+
+    def _open_index(self) -> Any:
+        """The ``.idx`` of what was written, in an uncommitted sink (committed after the shard)."""
+        assert self._entries is not None and self._index_target is not None
+        self.index, sink = open_index(self._entries, self._index_target, self._registry)
+        return sink
+
+    @property
+    def filesize(self) -> int | None:
+        """Bytes stored (compressed when gzip), once closed; None when unknown."""
+        written = getattr(self._sink, "bytes_written", None)
+        if isinstance(written, int):
+            return written
+        return None if self._gzip is not None else self.size + len(_END_OF_ARCHIVE)
 
     def abort(self) -> None:
         """Discard the shard: an owned target is aborted (no file or object appears).

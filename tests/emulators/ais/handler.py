@@ -47,6 +47,9 @@ class AisHandler(BaseHTTPRequestHandler):
     """One connection; methods dispatch on the path under ``/v1``."""
 
     protocol_version = "HTTP/1.1"
+    # Headers and body are separate writes: with Nagle on, each response on a kept-alive
+    # connection waits for the client's delayed ACK (40 ms). AIStore's servers send at once.
+    disable_nagle_algorithm = True
     server_version = "AIStoreEmulator/1.0"
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -1,0 +1,123 @@
+"""Indexes and random access on AIStore (the emulator, through the real ``aistore`` SDK):
+build, check, read, loaders, one ranged GET per sample (seen by the emulator)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import wds_cloud as wds
+from tests.emulators.ais.fixtures import start_emulator
+from tests.emulators.ais.server import AisEmulator
+from tests.support import indexcheck
+from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.registry import OpenerRegistry
+
+pytestmark = pytest.mark.ais
+
+BUCKET = "index-tests"
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[AisEmulator]:
+    emu = start_emulator()
+    try:
+        yield emu
+    finally:
+        emu.stop()
+
+
+@pytest.fixture(scope="module")
+def registry(emulator: AisEmulator) -> OpenerRegistry:
+    registry = OpenerRegistry()
+    opener = AisOpener(endpoint=emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
+    registry.register("ais", opener, override=True)
+    return registry
+
+
+@pytest.fixture(scope="module")
+def uploaded(emulator: AisEmulator) -> tuple[list[str], str]:
+    emulator.store.create_bucket(BUCKET, exist_ok=True)
+    urls = []
+    for name, blob in indexcheck.indexable_archives(40):
+        emulator.store.put_object(BUCKET, f"train/{name}", blob)
+        urls.append(f"ais://{BUCKET}/train/{name}")
+    return urls, f"ais://{BUCKET}/train/index.json"
+
+
+def test_build_check_and_read(
+    uploaded: Any, registry: OpenerRegistry, emulator: AisEmulator
+) -> None:
+    urls, json_url = uploaded
+    indexcheck.assert_build_check_and_read(urls, json_url, registry)
+    assert emulator.store.has_object(BUCKET, "train/index.json")
+    for url in urls:
+        assert emulator.store.has_object(BUCKET, url.split("/", 3)[3][:-4] + ".idx")
+
+
+@pytest.fixture(scope="module")
+def dataset(uploaded: Any, registry: OpenerRegistry) -> wds.IndexedWebDataset:
+    urls, json_url = uploaded
+    wds.build_index(urls, json=json_url, registry=registry)
+    return wds.IndexedWebDataset(json_url, registry=registry)
+
+
+def test_one_ranged_get_per_sample(dataset: wds.IndexedWebDataset, emulator: AisEmulator) -> None:
+    for i in range(0, len(dataset), 3):
+        before = len(emulator.requests)
+        sample = dataset[i]
+        requests = emulator.requests[before:]
+        assert len(requests) == 1, requests
+        method, path, _, rng = requests[0]
+        shard, local = dataset.locate(i)
+        members = dataset.indexes[shard].sample(local)[1]
+        first, end = members[0].offset - 512, members[-1].offset + members[-1].size
+        assert method == "GET" and path.endswith(sample["__url__"].split("/", 3)[3])
+        assert rng == f"bytes={first}-{end - 1}"
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers(dataset: wds.IndexedWebDataset, context: str) -> None:
+    indexcheck.assert_dataloader(dataset, context)
+
+
+def test_distributed_sampler(dataset: wds.IndexedWebDataset) -> None:
+    indexcheck.assert_distributed_sampler(dataset)
+
+
+def test_shardwriter_commits_indexes_and_json(
+    registry: OpenerRegistry, emulator: AisEmulator
+) -> None:
+    emulator.store.create_bucket("written", exist_ok=True)
+    with wds.ShardWriter(
+        "ais://written/w/s-%03d.tar", maxcount=5, registry=registry, index=True
+    ) as sink:
+        for i in range(12):
+            sink.write({"__key__": f"k{i:03d}", "txt": f"{i}" * (i * 50)})
+    checks = wds.check_index("ais://written/w/index.json", registry=registry)
+    assert [c.status for c in checks] == ["ok"] * 3
+    ds = wds.IndexedWebDataset("ais://written/w/index.json", registry=registry)
+    assert len(ds) == 12 and ds[11]["txt"] == b"11" * 550
+
+
+def test_a_dropped_ranged_read_resumes(
+    dataset: wds.IndexedWebDataset, registry: OpenerRegistry, emulator: AisEmulator
+) -> None:
+    url = dataset.urls[0]
+    want = wds.read_range(url, 512, 30000, registry=registry)
+    emulator.cut_after(700, times=2)
+    got = wds.read_range(url, 512, 30000, registry=registry)
+    assert got == want and emulator.pending_cuts() == 0
+
+
+def test_etl_urls_and_short_ranges_are_refused(
+    dataset: wds.IndexedWebDataset, registry: OpenerRegistry
+) -> None:
+    with pytest.raises(wds.ConfigError, match="inline ETL"):
+        wds.read_range(dataset.urls[0] + "?etl=x", 0, 10, registry=registry)
+    with pytest.raises(wds.ShardNotFoundError):
+        wds.read_range(f"ais://{BUCKET}/train/none.tar", 0, 10, registry=registry)
+    with pytest.raises(wds.ShardReadError, match=r"has \d+ bytes; the range ends"):
+        wds.read_range(dataset.urls[0], 512, 10**9, registry=registry)

@@ -1,0 +1,202 @@
+"""Ranged reads over HTTP(S) for random access: ``Range`` GETs on kept-alive connections.
+
+Random access makes many small requests to one server; a TCP (and TLS) handshake per sample
+would cost more than the sample. Each process keeps idle connections per ``(scheme, host,
+port)`` (:class:`_Pool`, at most 8 per host); a body read to its announced end hands its
+connection back, any other ends it. A kept connection the server closed meanwhile is replaced
+once, transparently. The read itself is :func:`~wds_cloud.openers.resume.read_span`: the one
+resume loop, pinned to the first answer's ``ETag``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from wds_cloud.errors import ShardOpenError, ShardReadError
+from wds_cloud.openers.resume import Opened, check_content_range, read_span
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.http import HttpOpener
+
+Key = tuple[str, str, int | None]
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+class _Pool:
+    """Idle keep-alive connections of this process, per ``(scheme, host, port)``."""
+
+    def __init__(self, per_host: int = 8) -> None:
+        self.per_host = per_host
+        self.pid = os.getpid()
+        self._idle: dict[Key, list[http.client.HTTPConnection]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: Key) -> http.client.HTTPConnection | None:
+        with self._lock:
+            idle = self._idle.get(key)
+            return idle.pop() if idle else None
+
+    def give(self, key: Key, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < self.per_host:
+                idle.append(conn)
+                return
+        conn.close()
+
+
+class _PooledBody:
+    """A response body whose connection goes back to the pool when the body was read to its
+    announced end (and the server keeps it open); otherwise the connection is closed."""
+
+    def __init__(
+        self,
+        pool: _Pool,
+        key: Key,
+        conn: http.client.HTTPConnection,
+        resp: http.client.HTTPResponse,
+    ) -> None:
+        self._pool = pool
+        self._key = key
+        self._conn = conn
+        self._resp: http.client.HTTPResponse | None = resp
+
+    def read1(self, n: int) -> bytes:
+        assert self._resp is not None
+        return self._resp.read1(n)
+
+    def close(self) -> None:
+        resp, self._resp = self._resp, None
+        if resp is None:
+            return
+        complete = resp.isclosed() or resp.length == 0  # read to its announced end
+        if complete and not resp.will_close:
+            resp.close()  # releases the response; the connection stays open
+            self._pool.give(self._key, self._conn)
+            return
+        try:
+            resp.close()
+        finally:
+            self._conn.close()
+
+
+def _pool_of_process(opener: HttpOpener) -> _Pool:
+    pool = opener._pool
+    if not isinstance(pool, _Pool) or pool.pid != os.getpid():
+        pool = opener._pool = _Pool()
+    return pool
+
+
+def _target(url: str) -> str:
+    parts = urlsplit(url)
+    return (parts.path or "/") + ("?" + parts.query if parts.query else "")
+
+
+def _pooled_get(
+    opener: HttpOpener, url: str, headers: dict[str, str]
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, _Pool, Key]:
+    """GET ``url`` on an idle kept-alive connection (or a new one); a kept connection the
+    server closed meanwhile is replaced once. Redirects are followed unpooled."""
+    parts = urlsplit(url)
+    key: Key = (parts.scheme, parts.hostname or "", parts.port)
+    pool = _pool_of_process(opener)
+    conn = pool.take(key)
+    reused = conn is not None
+    resp: http.client.HTTPResponse | None = None
+    while resp is None:
+        if conn is None:
+            conn, target = opener._connect(url)
+        else:
+            target = _target(url)
+        try:
+            conn.request("GET", target, headers=headers)
+            resp = conn.getresponse()
+        except (ConnectionError, http.client.BadStatusLine, http.client.CannotSendRequest):
+            conn.close()
+            if not reused:
+                raise
+            conn, reused = None, False  # a stale kept connection: once more on a new one
+        except BaseException:
+            conn.close()
+            raise
+    assert conn is not None
+    if resp.status in _REDIRECTS:
+        location = resp.getheader("Location")
+        conn.close()
+        if not location:
+            raise ShardOpenError(f"HTTP {resp.status} redirect without Location", url=url)
+        conn, resp = opener._get(urljoin(url, location), headers)
+    return conn, resp, pool, key
+
+
+def read_range(opener: HttpOpener, url: str, offset: int, length: int, **options: Any) -> bytes:
+    """Bytes ``offset .. offset + length`` of ``url`` with one ``Range`` GET on a kept-alive
+    connection (resumed like a streaming read if the connection drops, pinned to the first
+    answer's ``ETag``). A server that ignores ``Range`` (200) is read from the start and the
+    bytes before ``offset`` are skipped.
+
+    Args:
+        opener: the :class:`~wds_cloud.openers.http.HttpOpener` (settings, retry policy).
+        url: ``http://`` or ``https://`` URL.
+        offset: first byte.
+        length: number of bytes.
+        **options: ``headers`` (dict) adds request headers.
+
+    Raises:
+        ShardNotFoundError: HTTP 404 or 410.
+        ShardReadError: the object is shorter, it changed between requests, or the read failed.
+        ShardOpenError: any other error status.
+    """
+    from wds_cloud.openers.http import RETRY_ON, _explain, _Pin, _policy
+
+    headers = {**opener.config.headers, **dict(options.get("headers") or {})}
+    headers.setdefault("Accept-Encoding", "identity")
+    pin: _Pin | None = None
+
+    def span(first: int, end: int) -> Opened:
+        nonlocal pin
+        ranged = dict(headers)
+        ranged["Range"] = f"bytes={first}-{end - 1}"
+        conn, resp, pool, key = _pooled_get(opener, url, ranged)
+        try:
+            if resp.status not in (200, 206):
+                raise opener._status_error(url, resp)
+            etag = resp.getheader("ETag")
+            if pin is not None and pin.etag and etag != pin.etag:
+                raise ShardReadError(
+                    f"the shard changed while it was read (ETag {pin.etag} -> {etag})",
+                    url=url,
+                    offset=first,
+                )
+            if resp.status == 206:
+                check_content_range(resp.getheader("Content-Range"), first, end, url)
+                start = first
+            else:  # the server ignored the range: the body is the whole object
+                size = resp.getheader("Content-Length")
+                if size and size.isdigit() and int(size) < end:
+                    raise ShardReadError(
+                        f"the object has {size} bytes; the range ends at byte {end}",
+                        url=url,
+                        offset=first,
+                    )
+                start = 0
+            if pin is None:
+                pin = _Pin(etag=etag)
+        except BaseException:
+            conn.close()
+            raise
+        return Opened(_PooledBody(pool, key, conn, resp), start)
+
+    return read_span(
+        span,
+        url=url,
+        offset=offset,
+        length=length,
+        policy=_policy(opener.config),
+        retry_on=RETRY_ON,
+        explain=_explain,
+    )
