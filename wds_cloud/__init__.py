@@ -144,6 +144,10 @@ _EXPORTS: dict[str, str] = {
     "bench_loader": "wds_cloud.bench",
     "bench_urls": "wds_cloud.bench",
     "contact_sheet": "wds_cloud.preview",
+    # webdataset's top-level decoders, encoders and gopen (issue 10)
+    "torch_audio": "wds_cloud.core.avdecode",
+    "torch_loads": "wds_cloud.core.loads",
+    "torch_video": "wds_cloud.core.avdecode",
 }
 
 # Classes that are torch IterableDatasets when torch is installed.

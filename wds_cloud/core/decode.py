@@ -14,8 +14,9 @@ dispatches with one dict lookup (no per-sample regex, no per-call import).
 
 Every name of ``webdataset.autodecode`` is here: the per-format functions
 (:func:`~wds_cloud.core.loads.unpickle_loads`, ``torch_loads``, ``npy_loads``, ... and the
-:data:`decoders` table, defined in :mod:`wds_cloud.core.loads`), and the image handler (from
-:mod:`wds_cloud.core.imagedecode`, imported on first use).
+:data:`decoders` table, defined in :mod:`wds_cloud.core.loads`), the image handler (from
+:mod:`wds_cloud.core.imagedecode`) and the video and audio handlers ``torch_video`` and
+``torch_audio`` (from :mod:`wds_cloud.core.avdecode`), imported on first use.
 Secure mode (:mod:`wds_cloud.security`) refuses ``pkl``/``pickle``/``pyd`` and ``pth`` values.
 """
 
@@ -473,6 +474,7 @@ _LAZY = {
         ("IMAGE_EXTENSIONS", "ImageHandler", "imagehandler", "imagespecs"),
         "wds_cloud.core.imagedecode",
     ),
+    **dict.fromkeys(("torch_audio", "torch_video"), "wds_cloud.core.avdecode"),
 }
 
 
