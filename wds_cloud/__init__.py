@@ -145,6 +145,8 @@ _EXPORTS: dict[str, str] = {
     "bench_urls": "wds_cloud.bench",
     "contact_sheet": "wds_cloud.preview",
     # webdataset's top-level decoders, encoders and gopen (issue 10)
+    "gopen": "wds_cloud.openers.gopen",
+    "gopen_schemes": "wds_cloud.openers.gopen",
     "torch_audio": "wds_cloud.core.avdecode",
     "torch_loads": "wds_cloud.core.loads",
     "torch_video": "wds_cloud.core.avdecode",
