@@ -57,7 +57,7 @@ def refusal(webdataset_message: str, refused: str, allow: str | None = None) -> 
         webdataset_message: webdataset 1.0.2's text for the same refusal (kept verbatim at the
             start, so code matching webdataset's message keeps working).
         refused: what was refused, e.g. ``"refusing to read '/data/x.tar'"``.
-        allow: how to allow just this kind of thing while secure mode stays on, if there is a way.
+        allow: another way to allow it, e.g. ``"use PipeOpener(allow=True)"``, if there is one.
     """
     name = _env_switch() if enforce_security is None else None
     if name is not None:
@@ -68,4 +68,4 @@ def refusal(webdataset_message: str, refused: str, allow: str | None = None) -> 
         off = "set wds.utils.enforce_security = False"
     text = f"{webdataset_message.rstrip('.')}: {refused}; secure mode is on ({why}); "
     text += f"to allow it, {off}"
-    return text + (f", or use {allow}" if allow else "")
+    return text + (f", or {allow}" if allow else "")

@@ -163,7 +163,7 @@ class LocalOpener:
                 refusal(
                     "gopen: unsafe_gopen is False, cannot open local files",
                     what,
-                    "LocalOpener(allow=True) or WDS_CLOUD_ALLOW_LOCAL=1",
+                    "use LocalOpener(allow=True) or WDS_CLOUD_ALLOW_LOCAL=1",
                 )
             )
 

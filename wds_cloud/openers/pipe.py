@@ -163,7 +163,7 @@ def pipe_command(url: str, config: PipeConfig) -> str:
             refusal(
                 "gopen_pipe: unsafe_gopen is False, cannot open pipe URLs",
                 f"pipe: URLs are disabled, refusing to run {redact_url(url)!r}",
-                "PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1",
+                "use PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1",
             )
         )
     command = url[len("pipe:") :]
