@@ -166,6 +166,14 @@ _EXPORTS: dict[str, str] = {
     "MultiShardSample": "wds_cloud.core.multishard",
     "resampled": "wds_cloud.core.shards",
     "shardspec": "wds_cloud.core.shards",
+    # webdataset's top-level decoders, encoders and gopen (issue 10)
+    "gopen": "wds_cloud.openers.gopen",
+    "gopen_schemes": "wds_cloud.openers.gopen",
+    "numpy_dumps": "wds_cloud.writing.encoders",
+    "torch_audio": "wds_cloud.core.avdecode",
+    "torch_dumps": "wds_cloud.writing.encoders",
+    "torch_loads": "wds_cloud.core.loads",
+    "torch_video": "wds_cloud.core.avdecode",
 }
 
 # Classes that are torch IterableDatasets when torch is installed.

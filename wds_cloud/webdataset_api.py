@@ -246,6 +246,7 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
                 "add_handlers",
                 "bytestr",
                 "encode_based_on_extension",
+                "numpy_npz_dumps",
             ],
             _ENCODERS,
         ),

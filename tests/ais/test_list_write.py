@@ -6,9 +6,11 @@ import os
 
 import pytest
 
+import wds_cloud as wds
 from tests.emulators.ais.server import AisEmulator
 from wds_cloud.errors import ConfigError, ShardNotFoundError, UploadError
 from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.ais
 
@@ -121,3 +123,14 @@ def test_multipart_failure_aborts(ais_emulator: AisEmulator) -> None:
 def test_create_rejects_etl(opener: AisOpener) -> None:
     with pytest.raises(ConfigError, match="ETL"):
         opener.create("ais://out/x.tar?etl=upper-etl")
+
+
+def test_gopen_round_trip(ais_emulator: AisEmulator, opener: AisOpener) -> None:
+    ais_emulator.store.create_bucket("gopen")
+    registry = OpenerRegistry()
+    registry.register("ais", opener, override=True)
+    data = os.urandom(300_001)
+    with wds.gopen("ais://gopen/obj.tar", "wb", registry=registry) as stream:
+        stream.write(data)
+    with wds.gopen("ais://gopen/obj.tar", registry=registry) as stream:
+        assert stream.read() == data

@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import pickle
+from typing import Any
 
 import cbor2
 import msgpack
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from wds_cloud import security
 from wds_cloud.core import tenbin
 from wds_cloud.core.decode import (
     Continue,
@@ -24,6 +26,7 @@ from wds_cloud.core.decode import (
     handle_extension,
 )
 from wds_cloud.core.handlers import ContinueHandler, StopHandler
+from wds_cloud.core.loads import decoders, torch_loads, unpickle_loads
 from wds_cloud.errors import ConfigError, SampleError
 
 
@@ -152,6 +155,38 @@ def test_secure_mode_blocks(monkeypatch: pytest.MonkeyPatch, var: str, ext: str)
     assert isinstance(info.value.__cause__, SampleError)
     monkeypatch.setenv(var, "0")
     assert Decoder([])({ext: data})[ext] == 1
+
+
+@pytest.mark.parametrize(
+    ("fn", "ext", "message"),
+    [
+        (
+            unpickle_loads,
+            "pkl",
+            "Unpickling is not allowed for security reasons when enforce_security is set",
+        ),
+        (
+            torch_loads,
+            "pth",
+            "torch.loads is not allowed for security reasons when enforce_security is set",
+        ),
+    ],
+)
+def test_secure_mode_program_switch(
+    monkeypatch: pytest.MonkeyPatch, fn: Any, ext: str, message: str
+) -> None:
+    monkeypatch.delenv("WDS_SECURE", raising=False)
+    monkeypatch.delenv("WDS_CLOUD_SECURE", raising=False)
+    data = pickle.dumps(1) if ext == "pkl" else _pth(1)
+    monkeypatch.setattr(security, "enforce_security", True)
+    with pytest.raises(ValueError, match=message) as info:
+        fn(data)
+    assert isinstance(info.value, SampleError)
+    assert "wds.utils.enforce_security = False" in str(info.value)
+    with pytest.raises(DecodingError, match=message):
+        Decoder([])({"__key__": "k", ext: data})
+    monkeypatch.setattr(security, "enforce_security", False)
+    assert fn(data) == 1 and decoders[ext](data) == 1
 
 
 def test_pth_weights_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+import wds_cloud as wds
 from wds_cloud.errors import ShardNotFoundError, ShardOpenError, UploadError
 from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.gcs
 
@@ -189,3 +191,14 @@ def test_upload_error_carries_the_gcs_answer(opener: GcsOpener) -> None:
     writer.write(b"data")
     with pytest.raises(UploadError, match=r"committing the upload failed after 4 bytes: not found"):
         writer.close()
+
+
+def test_gopen_round_trip(fake_gcs: Any, bucket: Any) -> None:
+    registry = OpenerRegistry()
+    registry.register("gs", GcsOpener(endpoint=fake_gcs.endpoint, chunk_size=CHUNK), override=True)
+    data = os.urandom(2 * CHUNK + 5)
+    url = f"gs://{bucket.name}/gopen/obj.tar"
+    with wds.gopen(url, "wb", registry=registry) as stream:
+        stream.write(data)
+    with wds.gopen(url, registry=registry) as stream:
+        assert stream.read() == data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import subprocess
 import sys
@@ -75,6 +76,18 @@ def test_stdin_dash_reads_from_a_real_subprocess_stdin() -> None:
         [sys.executable, "-c", code], input=payload, capture_output=True, check=True, timeout=60
     )
     assert out.stdout.decode() == hashlib.sha256(payload).hexdigest()
+
+
+def test_stdin_without_a_file_descriptor_reads_its_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a program (or a test runner) that replaced sys.stdin with an in-memory stream
+    replaced = io.TextIOWrapper(io.BytesIO(b"shard bytes"))
+    monkeypatch.setattr(sys, "stdin", replaced)
+    stream = LocalOpener().open("-")
+    assert stream.read(5) == b"shard" and stream.read() == b" bytes"
+    stream.close()
+    assert not replaced.closed
 
 
 def test_list_directory_glob_and_prefix(tmp_path: Path) -> None:

@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
+import wds_cloud as wds
 from tests.s3.conftest import make_config
+from wds_cloud import security
 from wds_cloud.errors import UploadError
+from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Opener
 
 pytestmark = pytest.mark.s3
@@ -138,3 +141,26 @@ def test_wrong_credentials_upload_error(s3_endpoint: str, raw_client: Any, bucke
         big.write(os.urandom(PART))
     assert not _exists(raw_client, bucket, "denied.tar")
     assert not _exists(raw_client, bucket, "denied-big.tar")
+
+
+def test_gopen_round_trip_also_in_secure_mode(
+    writer_opener: S3Opener, raw_client: Any, bucket: str
+) -> None:
+
+    registry = OpenerRegistry()
+    registry.register("s3", writer_opener, override=True)
+    data = os.urandom(PART + 99)
+    before = security.enforce_security
+    wds.utils.enforce_security = True  # object stores stay open, as in webdataset
+    try:
+        url = f"s3://{bucket}/gopen/obj.tar"
+        with pytest.raises(RuntimeError), wds.gopen(url, "wb", registry=registry) as stream:
+            stream.write(data)
+            raise RuntimeError("discard")
+        assert not _exists(raw_client, bucket, "gopen/obj.tar") and not _uploads(raw_client, bucket)
+        with wds.gopen(url, "wb", registry=registry) as stream:
+            stream.write(data)
+        with wds.gopen(url, "rb", registry=registry) as stream:
+            assert stream.read() == data
+    finally:
+        security.enforce_security = before

@@ -12,30 +12,34 @@ Unlike webdataset, the built-in handlers (:data:`basichandlers`, :data:`gzfilter
 :class:`Decoder` works out once per distinct key which function decodes it and afterwards
 dispatches with one dict lookup (no per-sample regex, no per-call import).
 
-Environment (read when a value is decoded):
-
-- ``WDS_SECURE=1`` / ``WDS_CLOUD_SECURE=1``: refuse ``pkl``/``pickle``/``pyd`` and ``pth``.
-- ``WDS_PYTORCH_WEIGHTS_ONLY=1`` / ``WDS_CLOUD_PYTORCH_WEIGHTS_ONLY=1``: ``torch.load`` with
-  ``weights_only=True`` (default ``False``, as in webdataset).
+Every name of ``webdataset.autodecode`` is here: the per-format functions
+(:func:`~wds_cloud.core.loads.unpickle_loads`, ``torch_loads``, ``npy_loads``, ... and the
+:data:`decoders` table, defined in :mod:`wds_cloud.core.loads`), the image handler (from
+:mod:`wds_cloud.core.imagedecode`) and the video and audio handlers ``torch_video`` and
+``torch_audio`` (from :mod:`wds_cloud.core.avdecode`), imported on first use.
+Secure mode (:mod:`wds_cloud.security`) refuses ``pkl``/``pickle``/``pyd`` and ``pth`` values.
 """
 
 from __future__ import annotations
 
 import gzip
-import io
-import json
-import os
-import pickle
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.handlers import Handler, reraise_exception
+from wds_cloud.core.loads import (
+    Decode,
+    cbor_loads,
+    decoders,
+    msgpack_loads,
+    npy_loads,
+    npz_loads,
+    tenbin_loads,
+    torch_loads,
+    unpickle_loads,
+)
 from wds_cloud.errors import ConfigError, SampleError
-
-Decode = Callable[[bytes], Any]
 
 __all__ = [
     "Continue",
@@ -43,10 +47,21 @@ __all__ = [
     "DecodingError",
     "KeyedHandler",
     "basichandlers",
+    "call_extension_handler",
+    "cbor_loads",
     "decode",
     "decoders",
+    "default_decoder",
+    "default_post_handlers",
+    "default_pre_handlers",
     "gzfilter",
     "handle_extension",
+    "msgpack_loads",
+    "npy_loads",
+    "npz_loads",
+    "tenbin_loads",
+    "torch_loads",
+    "unpickle_loads",
 ]
 
 
@@ -115,95 +130,6 @@ class KeyedHandler:
         return None if fn is None else fn(data)
 
 
-def _flag(*names: str) -> bool:
-    return any(os.environ.get(name, "0").strip() not in ("", "0") for name in names)
-
-
-def _secure() -> bool:
-    return _flag("WDS_SECURE", "WDS_CLOUD_SECURE")
-
-
-def _text(data: bytes) -> str:
-    return data.decode("utf-8")
-
-
-def _int(data: bytes) -> int:
-    return int(data)
-
-
-def _json(data: bytes) -> Any:
-    return json.loads(data)
-
-
-def _unpickle(data: bytes) -> Any:
-    if _secure():
-        raise SampleError("refusing to unpickle: secure mode is on (WDS_SECURE/WDS_CLOUD_SECURE=1)")
-    return pickle.loads(data)
-
-
-def _torch_load(data: bytes) -> Any:
-    if _secure():
-        raise SampleError("refusing torch.load: secure mode is on (WDS_SECURE/WDS_CLOUD_SECURE=1)")
-    import torch  # lazily: only .pth values need it
-
-    weights_only = _flag("WDS_PYTORCH_WEIGHTS_ONLY", "WDS_CLOUD_PYTORCH_WEIGHTS_ONLY")
-    return torch.load(io.BytesIO(data), weights_only=weights_only, map_location="cpu")
-
-
-def _tenbin(data: bytes) -> list[np.ndarray]:
-    from wds_cloud.core import tenbin
-
-    return tenbin.decode_buffer(data)
-
-
-def _msgpack(data: bytes) -> Any:
-    import msgpack
-
-    return msgpack.unpackb(data)
-
-
-def _npy(data: bytes) -> np.ndarray:
-    return np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
-
-
-def _npz(data: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        return dict(archive)
-
-
-def _cbor(data: bytes) -> Any:
-    import cbor2
-
-    return cbor2.loads(data)
-
-
-decoders: dict[str, Decode] = {
-    "txt": _text,
-    "text": _text,
-    "transcript": _text,
-    "cls": _int,
-    "cls2": _int,
-    "index": _int,
-    "inx": _int,
-    "id": _int,
-    "json": _json,
-    "jsn": _json,
-    "pkl": _unpickle,
-    "pickle": _unpickle,
-    "pyd": _unpickle,
-    "pth": _torch_load,
-    "ten": _tenbin,
-    "tb": _tenbin,
-    "mp": _msgpack,
-    "msg": _msgpack,
-    "msgpack": _msgpack,
-    "npy": _npy,
-    "npz": _npz,
-    "cbor": _cbor,
-}
-"""Extension (last dot-component of the key) -> decoding function used by basichandlers."""
-
-
 class BasicHandlers(KeyedHandler):
     """Decode the basic types by the key's last extension (see :data:`decoders`).
 
@@ -263,23 +189,52 @@ def _gzfilter() -> GzFilter:
 basichandlers = BasicHandlers()
 gzfilter = GzFilter()
 
+default_pre_handlers: list[Any] = [gzfilter]
+"""What :class:`Decoder` runs before its handlers when ``pre`` is None (read at construction)."""
+default_post_handlers: list[Any] = [basichandlers]
+"""What :class:`Decoder` runs after its handlers when ``post`` is None (read at construction)."""
+
+
+def _targets(extensions: str | Iterable[str]) -> list[tuple[str, ...]]:
+    """Extensions (a space-separated string or a list) as lowercased component tuples."""
+    if isinstance(extensions, str):
+        extensions = extensions.split()
+    return [tuple(e.lower().split(".")) for e in extensions]
+
+
+def _matches(key: str, targets: list[tuple[str, ...]]) -> bool:
+    """True when the key's trailing dot-components equal one of ``targets`` (ignoring case)."""
+    parts = key.lower().split(".")
+    for target in targets:
+        if len(target) <= len(parts) and tuple(parts[-len(target) :]) == target:
+            return True
+    return False
+
+
+def call_extension_handler(
+    key: str, data: bytes, f: Decode, extensions: str | Iterable[str]
+) -> Any:
+    """Return ``f(data)`` when ``key`` ends in one of ``extensions``, else None (webdataset's).
+
+    Args:
+        key: the sample key with its leading dot, e.g. ``".seg.png"``.
+        data: the raw value.
+        f: the decoding function.
+        extensions: e.g. ``["seg.png", "jpg"]``; components compare without regard to case.
+    """
+    return f(data) if _matches(key, _targets(extensions)) else None
+
 
 class ExtensionHandler(KeyedHandler):
     """Call ``f(data)`` for keys ending in one of ``extensions`` (see handle_extension)."""
 
     def __init__(self, extensions: str | Iterable[str], f: Decode) -> None:
-        if isinstance(extensions, str):
-            extensions = extensions.split()
-        self.extensions = [tuple(e.lower().split(".")) for e in extensions]
+        self.extensions = _targets(extensions)
         self.f = f
 
     def resolve(self, key: str) -> Decode | None:
         """Return ``f`` when the key's trailing components match an extension."""
-        parts = key.lower().split(".")
-        for target in self.extensions:
-            if len(target) <= len(parts) and tuple(parts[-len(target) :]) == target:
-                return self.f
-        return None
+        return self.f if _matches(key, self.extensions) else None
 
 
 def handle_extension(extensions: str | Iterable[str], f: Decode) -> ExtensionHandler:
@@ -317,8 +272,8 @@ class Decoder:
 
     Args:
         handlers: the main handlers (callables ``f(key, data)``).
-        pre: handlers run first; default ``[gzfilter]``.
-        post: handlers run last; default ``[basichandlers]``.
+        pre: handlers run first; default :data:`default_pre_handlers` (``[gzfilter]``).
+        post: handlers run last; default :data:`default_post_handlers` (``[basichandlers]``).
         only: decode only these exact keys (a list or a space-separated string); other keys
             pass through unchanged.
         partial: leave values that are not bytes as they are (otherwise such a value is an
@@ -343,8 +298,8 @@ class Decoder:
         if isinstance(only, str):
             only = only.split()
         self.only = None if only is None else set(only)
-        pre = [gzfilter] if pre is None else list(pre)
-        post = [basichandlers] if post is None else list(post)
+        pre = list(default_pre_handlers if pre is None else pre)
+        post = list(default_post_handlers if post is None else post)
         self.handlers = pre + list(handlers) + post
         for h in self.handlers:
             if not callable(h):
@@ -459,6 +414,10 @@ class Decoder:
         return self.decode(sample)  # raises DecodingError naming the type
 
 
+default_decoder = Decoder([])
+"""A :class:`Decoder` with only the default pre and post handlers (webdataset's)."""
+
+
 def _as_handler(x: Any) -> Any:
     if isinstance(x, str):
         from wds_cloud.core.imagedecode import ImageHandler
@@ -509,12 +468,20 @@ def decode(
     return FilterFunction(_decode, decoder, handler=handler)
 
 
-_IMAGE_NAMES = ("IMAGE_EXTENSIONS", "ImageHandler", "imagehandler", "imagespecs")
+# Names that live in modules with heavier imports, resolved on first use.
+_LAZY = {
+    **dict.fromkeys(
+        ("IMAGE_EXTENSIONS", "ImageHandler", "imagehandler", "imagespecs"),
+        "wds_cloud.core.imagedecode",
+    ),
+    **dict.fromkeys(("torch_audio", "torch_video"), "wds_cloud.core.avdecode"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _IMAGE_NAMES:
-        from wds_cloud.core import imagedecode
+    home = _LAZY.get(name)
+    if home is not None:
+        import importlib
 
-        return getattr(imagedecode, name)
+        return getattr(importlib.import_module(home), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

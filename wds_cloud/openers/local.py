@@ -1,9 +1,21 @@
 """Local files: plain paths, ``file:`` URLs and ``-`` (standard input, or output when writing).
 
 :func:`url_to_path` is the one URL-to-path mapping; the writers live in
-:mod:`wds_cloud.openers.local_write`. No SDK and no environment variables. Files are opened
-unbuffered (``buffering=0``) so the tar reader's large ``readinto`` calls go straight to the
-kernel without an extra copy.
+:mod:`wds_cloud.openers.local_write`. No SDK. Files are opened unbuffered (``buffering=0``) so
+the tar reader's large ``readinto`` calls go straight to the kernel without an extra copy.
+
+Secure mode (:mod:`wds_cloud.security`) refuses local files, as webdataset 1.0.2's ``gopen``
+does when ``enforce_security`` is set: :class:`LocalOpener` is the one place that opens, creates
+and lists them, and it decides, first rule that applies:
+
+1. ``LocalOpener(allow=True/False)``;
+2. ``WDS_CLOUD_ALLOW_LOCAL`` (read when the opener is created): ``0``/``false``/``no``/``off``
+   refuses local files, anything else allows them;
+3. secure mode (checked on each call) refuses them with webdataset's message
+   (``gopen: unsafe_gopen is False, cannot open local files``);
+4. otherwise they are allowed.
+
+``-`` (standard input and output) is always allowed, as in webdataset.
 """
 
 from __future__ import annotations
@@ -19,10 +31,13 @@ from urllib.request import pathname2url
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
 from wds_cloud.openers.local_write import AtomicFileWriter, DirectWriter, open_direct
 from wds_cloud.openers.writer import CommittingWriter, reject_nul
+from wds_cloud.redact import redact_url
+from wds_cloud.security import refusal, secure_mode
 
 SCHEMES = ("file",)
 
 _GLOB_CHARS = frozenset("*?[")
+_FALSE = ("0", "false", "no", "off")
 
 
 def is_file_url(url: str) -> bool:
@@ -72,39 +87,97 @@ def _has_glob(text: str) -> bool:
 
 
 class _StdinReader(io.RawIOBase):
-    """Standard input as a raw stream whose ``close`` leaves fd 0 open."""
+    """Standard input as a raw stream whose ``close`` leaves standard input open.
+
+    Reads its file descriptor directly; when ``sys.stdin`` has none (it was replaced, e.g. by
+    a test runner), reads ``sys.stdin.buffer`` instead.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self._raw = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
+        self._raw: Any
+        try:
+            fd = sys.stdin.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._raw = None
+            self._buffer = sys.stdin.buffer
+        else:
+            self._raw = open(fd, "rb", buffering=0, closefd=False)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
+        if self._raw is None:
+            view = memoryview(buffer).cast("B")
+            data = self._buffer.read(len(view))
+            view[: len(data)] = data
+            return len(data)
         n = self._raw.readinto(buffer)
         return 0 if n is None else n
 
     def close(self) -> None:
-        self._raw.close()
+        if self._raw is not None:
+            self._raw.close()
         super().close()
 
 
 class LocalOpener:
-    """Opens local files, ``file:`` URLs and ``-`` (standard input)."""
+    """Opens local files, ``file:`` URLs and ``-`` (standard input).
 
-    def __init__(self) -> None:
-        pass
+    Args:
+        allow: open local paths and ``file:`` URLs at all. None (the default):
+            ``WDS_CLOUD_ALLOW_LOCAL`` decides when it is set, else they are allowed unless
+            secure mode is on (see the module docstring). ``-`` is always allowed.
+    """
+
+    def __init__(self, allow: bool | None = None) -> None:
+        if allow is None:
+            env = os.environ.get("WDS_CLOUD_ALLOW_LOCAL")
+            if env is not None:
+                allow = env.strip().lower() not in _FALSE
+        self.allow = allow
+
+    def check_allowed(self, url: str, action: str = "open") -> None:
+        """Raise unless this opener may touch ``url`` now (``-`` always may).
+
+        Args:
+            url: a local path or ``file:`` URL.
+            action: what is about to happen, for the message (``"read"``, ``"write"``, ...).
+
+        Raises:
+            ConfigError: local files are disabled (``allow=False``, ``WDS_CLOUD_ALLOW_LOCAL=0``),
+                or secure mode is on and nothing allowed them; the message starts with
+                webdataset's ``gopen: unsafe_gopen is False, cannot open local files``.
+        """
+        if url == "-" or self.allow is True:
+            return
+        what = f"refusing to {action} {redact_url(url)!r}"
+        if self.allow is False:
+            raise ConfigError(
+                f"local files are disabled, {what}; enable them with LocalOpener(allow=True) "
+                "or WDS_CLOUD_ALLOW_LOCAL=1"
+            )
+        if secure_mode():
+            raise ConfigError(
+                refusal(
+                    "gopen: unsafe_gopen is False, cannot open local files",
+                    what,
+                    "use LocalOpener(allow=True) or WDS_CLOUD_ALLOW_LOCAL=1",
+                )
+            )
 
     def open(self, url: str, **options: Any) -> IO[bytes]:
         """Open ``url`` for reading, unbuffered.
 
         Raises:
+            ConfigError: local files are refused (see :meth:`check_allowed`).
             ShardNotFoundError: the file does not exist.
             ShardOpenError: permission denied, a directory, or any other OS error.
         """
         if url == "-":
             return _StdinReader()  # type: ignore[return-value]
+        self.check_allowed(url, "read")
         path = url_to_path(url)
         try:
             return open(path, "rb", buffering=0)
@@ -167,8 +240,10 @@ class LocalOpener:
 
         Raises:
             ShardNotFoundError: the directory (or the prefix's directory) does not exist.
-            ConfigError: a NUL byte in ``url``.
+            ConfigError: a NUL byte in ``url``, or local files are refused (see
+                :meth:`check_allowed`).
         """
+        self.check_allowed(url, "list")
         path = url_to_path(url)
         if _has_glob(path):
             found = [p for p in glob.glob(path, recursive=True) if os.path.isfile(p)]
@@ -193,12 +268,14 @@ class LocalOpener:
         output), are written in place by a :class:`DirectWriter`.
 
         Raises:
-            ConfigError: a NUL byte, or a ``file://`` URL naming another host.
+            ConfigError: a NUL byte, a ``file://`` URL naming another host, or local files are
+                refused (see :meth:`check_allowed`).
             UploadError: the directory is missing, the target is a directory, or it cannot
                 be opened.
         """
         if url == "-":
             return DirectWriter(sys.stdout.buffer, url, own=False)
+        self.check_allowed(url, "write")
         path = url_to_path(url)
         return open_direct(path, url) or AtomicFileWriter(path, url=url)
 

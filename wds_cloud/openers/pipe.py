@@ -1,9 +1,14 @@
 """``pipe:CMD`` URLs: read a shard from a shell command's stdout (or write to its stdin).
 
-No SDK. Environment, read when a :class:`PipeOpener` is created:
+No SDK. Whether commands run at all, first rule that applies:
 
-- ``WDS_CLOUD_ALLOW_PIPE``: ``0``/``false``/``no`` disables ``pipe:`` URLs (default: allowed).
-- ``WDS_SECURE=1`` (webdataset's switch) also disables them unless ``allow=True`` is passed.
+1. ``PipeOpener(allow=True/False)``;
+2. ``WDS_CLOUD_ALLOW_PIPE`` (read when a :class:`PipeOpener` is created): ``0``/``false``/``no``
+   disables ``pipe:`` URLs, anything else allows them;
+3. secure mode (:mod:`wds_cloud.security`: ``wds.utils.enforce_security = True``,
+   ``WDS_SECURE=1`` or ``WDS_CLOUD_SECURE=1``, checked each time a command is about to run)
+   disables them, with webdataset's message (``gopen_pipe: unsafe_gopen is False, ...``);
+4. otherwise they are allowed.
 
 The switch is checked by :func:`_start`, the one function in wds_cloud that runs a command, so
 it holds for reading, for writing (``TarWriter``/``ShardWriter``/``upload_shards`` and the
@@ -33,6 +38,7 @@ from typing import IO, Any, cast
 from wds_cloud.errors import ConfigError, ShardOpenError, UploadError
 from wds_cloud.openers.writer import CommittingWriter
 from wds_cloud.redact import redact_url
+from wds_cloud.security import refusal, secure_mode
 
 SCHEMES = ("pipe",)
 
@@ -67,7 +73,8 @@ class PipeConfig:
     """Settings for ``pipe:`` URLs; None fields are resolved from the environment.
 
     Attributes:
-        allow: run ``pipe:`` commands at all (env ``WDS_CLOUD_ALLOW_PIPE``, ``WDS_SECURE``).
+        allow: run ``pipe:`` commands at all (env ``WDS_CLOUD_ALLOW_PIPE``); None after
+            :meth:`resolved` means "unless secure mode is on" (checked when a command runs).
         grace: seconds between SIGTERM and SIGKILL when a stream is closed early.
         stderr_tail: how many trailing stderr bytes to keep for error messages.
         exit_timeout: seconds to wait for the command to exit after its stdout ended.
@@ -79,14 +86,16 @@ class PipeConfig:
     exit_timeout: float | None = None
 
     def resolved(self) -> PipeConfig:
-        """A copy with every None field filled from the environment or the default."""
+        """A copy with the None fields filled from the environment or the default.
+
+        ``allow`` stays None when neither the argument nor ``WDS_CLOUD_ALLOW_PIPE`` decides:
+        secure mode then decides each time a command is about to run.
+        """
         allow = self.allow
         if allow is None:
             env = os.environ.get("WDS_CLOUD_ALLOW_PIPE")
             if env is not None:
                 allow = env.strip().lower() not in _FALSE
-            else:
-                allow = os.environ.get("WDS_SECURE", "0").strip() in ("", "0")
         return replace(
             self,
             allow=allow,
@@ -138,15 +147,24 @@ def pipe_command(url: str, config: PipeConfig) -> str:
     """The shell command of ``pipe:CMD``, after the checks every run goes through.
 
     Raises:
-        ConfigError: not a ``pipe:`` URL, ``pipe:`` is switched off (``config.allow`` is False:
-            ``WDS_CLOUD_ALLOW_PIPE=0`` or ``WDS_SECURE=1``), an empty command, or a NUL byte.
+        ConfigError: not a ``pipe:`` URL, ``pipe:`` is switched off (``config.allow`` is False,
+            e.g. ``WDS_CLOUD_ALLOW_PIPE=0``, or None while secure mode is on), an empty command,
+            or a NUL byte.
     """
     if not url.startswith("pipe:"):
         raise ConfigError(f"{redact_url(url)!r} is not a pipe: URL")
-    if not config.allow:
+    if config.allow is False:
         raise ConfigError(
             f"pipe: URLs are disabled, refusing to run {redact_url(url)!r}; enable them with "
-            "PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1 (WDS_SECURE=1 disables them)"
+            "PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1"
+        )
+    if config.allow is None and secure_mode():
+        raise ConfigError(
+            refusal(
+                "gopen_pipe: unsafe_gopen is False, cannot open pipe URLs",
+                f"pipe: URLs are disabled, refusing to run {redact_url(url)!r}",
+                "use PipeOpener(allow=True) or WDS_CLOUD_ALLOW_PIPE=1",
+            )
         )
     command = url[len("pipe:") :]
     if not command.strip():

@@ -1,10 +1,15 @@
 """Extension-keyed encoders: turn sample values into the bytes stored in a tar member.
 
-The default table mirrors ``webdataset.writer`` 1.0.2 (the same extensions give bytes that the
-webdataset decoders read back), with three differences that make output reproducible and errors
-clear: ``npz`` is written with fixed zip timestamps, a trailing ``.gz`` gzips with ``mtime=0``,
-and every failure is a :class:`~wds_cloud.errors.SampleError` naming the sample key, the field
-and the extension.
+This is ``webdataset.writer`` 1.0.2's encoding side, with its names (:func:`numpy_dumps`,
+:func:`torch_dumps`, :func:`tenbin_dumps`, :func:`mp_dumps`, :func:`cbor_dumps`,
+:func:`imageencoder`, :func:`bytestr`, :func:`add_handlers`, :func:`make_handlers`,
+:data:`default_handlers`, :func:`encode_based_on_extension`, :func:`make_encoder`). For every
+extension webdataset encodes, the bytes are webdataset's (``tests/writing/test_encoder_bytes.py``
+compares them), except where webdataset's output is not reproducible: ``npz`` is written with
+fixed zip timestamps and a trailing ``.gz`` gzips with ``mtime=0`` (webdataset stamps the
+current time into both). Beyond webdataset: ``webp``, ``pgm``/``pbm`` (which webdataset cannot
+write), CxHxW torch tensors as images, 4-channel images, and every failure is a
+:class:`~wds_cloud.errors.SampleError` naming the sample key, the field and the extension.
 
 Dispatch rule for a field such as ``"seg.png.gz"``: bytes-like values are stored as they are and
 ``str`` values as UTF-8 whatever the extension; otherwise the encoder is chosen by the
@@ -14,20 +19,22 @@ only by the ``pth`` encoder; torch tensors are recognised without importing torc
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
 import operator
 import pickle
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, SampleError
 
-Handler = Callable[[Any], bytes]
+Encoded = bytes | bytearray | memoryview
+Handler = Callable[[Any], Encoded]
 SampleEncoder = Callable[[dict[str, Any]], dict[str, Any]]
 
 BYTES_TYPES = (bytes, bytearray, memoryview)
@@ -84,20 +91,27 @@ def encode_pickle(value: Any) -> bytes:
     return pickle.dumps(value)
 
 
-def encode_npy(value: Any) -> bytes:
+def bytestr(data: Any) -> bytes:
+    """``data`` as bytes: bytes as they are, anything else as its ``str`` in ASCII (webdataset's)."""
+    if isinstance(data, bytes):
+        return data
+    return str(data).encode("ascii")
+
+
+def numpy_dumps(data: Any) -> bytes:
     """``npy``: the numpy ``.npy`` format (torch tensors are converted first)."""
     stream = io.BytesIO()
-    np.lib.format.write_array(stream, _to_numpy(value), allow_pickle=False)
+    np.lib.format.write_array(stream, _to_numpy(data), allow_pickle=False)
     return stream.getvalue()
 
 
-def encode_npz(value: Any) -> bytes:
+def numpy_npz_dumps(data: Any) -> bytes:
     """``npz``: a dict of arrays as a compressed ``.npz`` with fixed timestamps."""
-    if not isinstance(value, Mapping):
-        raise TypeError(f"npz needs a dict of arrays, not {type(value).__name__}")
+    if not isinstance(data, Mapping):
+        raise TypeError(f"npz needs a dict of arrays, not {type(data).__name__}")
     stream = io.BytesIO()
     with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, array in value.items():
+        for name, array in data.items():
             if not isinstance(name, str):
                 raise TypeError(f"npz array names must be str, not {type(name).__name__}")
             info = zipfile.ZipInfo(name + ".npy", date_time=_ZIP_EPOCH)
@@ -107,39 +121,63 @@ def encode_npz(value: Any) -> bytes:
     return stream.getvalue()
 
 
-def encode_pth(value: Any) -> bytes:
-    """``pth``: ``torch.save`` (torch is imported here, and only here)."""
+def torch_dumps(data: Any) -> bytes:
+    """``pth``: ``torch.save`` (torch is imported here, and only here).
+
+    Raises:
+        MissingDependencyError: torch is not installed.
+    """
     try:
         import torch
     except ImportError as exc:
         raise MissingDependencyError("the 'pth' encoder needs torch", extra="torch") from exc
     stream = io.BytesIO()
-    torch.save(value, stream)
+    torch.save(data, stream)
     return stream.getvalue()
 
 
-def encode_msgpack(value: Any) -> bytes:
-    """``msgpack``/``mp``/``msg``: ``msgpack.packb``."""
+def tenbin_dumps(x: Any) -> memoryview:
+    """``ten``/``tenbin``/``tb``: a list (or tuple) of arrays, or one array, in tenbin format."""
+    from wds_cloud.core import tenbin
+
+    arrays = x if isinstance(x, list | tuple) else [x]
+    return memoryview(tenbin.encode_buffer([_to_numpy(a) for a in arrays]))
+
+
+def mp_dumps(x: Any) -> bytes:
+    """``msgpack``/``mp``/``msg``: ``msgpack.packb``.
+
+    Raises:
+        MissingDependencyError: msgpack is not installed.
+    """
     try:
         import msgpack
     except ImportError as exc:
         raise MissingDependencyError(
             "the 'msgpack' encoder needs msgpack", extra="encoders"
         ) from exc
-    return bytes(msgpack.packb(value))
+    return bytes(msgpack.packb(x))
 
 
-def encode_cbor(value: Any) -> bytes:
-    """``cbor``: ``cbor2.dumps``."""
+def cbor_dumps(x: Any) -> bytes:
+    """``cbor``: ``cbor2.dumps`` (webdataset uses the older ``cbor`` package; same format).
+
+    Raises:
+        MissingDependencyError: cbor2 is not installed.
+    """
     try:
         import cbor2
     except ImportError as exc:
         raise MissingDependencyError("the 'cbor' encoder needs cbor2", extra="encoders") from exc
-    return bytes(cbor2.dumps(value))
+    return bytes(cbor2.dumps(x))
 
 
 def _image_array(value: Any) -> np.ndarray:
-    """An HWC/HW uint8 array from a numpy array or a CHW torch tensor."""
+    """An HWC/HW uint8 array from a numpy array or a CHW torch tensor.
+
+    Floats in [0, 1] become ``uint8(x * 255)``, truncated as webdataset does, so both write the
+    same bytes.
+    """
     tensor = _is_tensor(value)
     array = _to_numpy(value)
     if tensor and array.ndim == 3:
@@ -150,7 +188,7 @@ def _image_array(value: Any) -> np.ndarray:
                 f"float image values must lie in [0, 1], got [{np.nanmin(array)}, "
                 f"{np.nanmax(array)}]"
             )
-        array = np.round(np.clip(array, 0.0, 1.0) * 255.0).astype(np.uint8)
+        array = (np.clip(array, 0.0, 1.0) * 255.0).astype(np.uint8)
     elif array.dtype != np.uint8:
         raise TypeError(f"image arrays must be uint8 or float in [0, 1], not {array.dtype}")
     if array.ndim == 3 and array.shape[2] == 1:
@@ -160,51 +198,75 @@ def _image_array(value: Any) -> np.ndarray:
     return array
 
 
-def image_encoder(pil_format: str) -> Handler:
-    """Build the encoder for one PIL format (``"PNG"``, ``"JPEG"``, ...).
+# webdataset's format names -> PIL's (PIL writes the whole netpbm family as "PPM")
+_PIL_FORMATS = {
+    "JPG": "JPEG",
+    "IMG": "PPM",
+    "IMAGE": "PPM",
+    "PGM": "PPM",
+    "PBM": "PPM",
+    "TIF": "TIFF",
+}
+
+
+def imageencoder(image: Any, format: str = "PNG") -> bytes:
+    """Encode an image with PIL as ``format`` (``"PNG"``, ``"JPEG"``/``"jpg"``, ``"PPM"``, ...).
 
     Accepts PIL images, numpy arrays (uint8, or float in [0, 1]; HxW or HxWxC) and torch
-    tensors (CxHxW, as the webdataset torch decoders produce). JPEG uses quality 100.
+    tensors (CxHxW, as the webdataset torch decoders produce). JPEG uses quality 100. Same
+    bytes as webdataset's ``imageencoder`` for the inputs both accept.
+
+    Raises:
+        ValueError: float values outside [0, 1], or a shape that is not an image.
+        TypeError: an array that is neither uint8 nor float.
     """
+    from PIL import Image
 
-    def encode(value: Any) -> bytes:
-        from PIL import Image
-
-        image = value if isinstance(value, Image.Image) else Image.fromarray(_image_array(value))
-        options: dict[str, Any] = {"quality": 100} if pil_format == "JPEG" else {}
-        stream = io.BytesIO()
-        image.save(stream, format=pil_format, **options)
-        return stream.getvalue()
-
-    encode.__name__ = f"encode_{pil_format.lower()}"
-    return encode
+    pil_format = format.upper()
+    pil_format = _PIL_FORMATS.get(pil_format, pil_format)
+    picture = image if isinstance(image, Image.Image) else Image.fromarray(_image_array(image))
+    options: dict[str, Any] = {"quality": 100} if pil_format == "JPEG" else {}
+    stream = io.BytesIO()
+    picture.save(stream, format=pil_format, **options)
+    return stream.getvalue()
 
 
-def default_handlers() -> dict[str, Handler]:
-    """A fresh copy of the default extension -> encoder table (extend it and pass it on)."""
-    table: dict[str, Handler] = {}
-    groups: list[tuple[str, Handler]] = [
-        ("cls cls2 class count index inx id", encode_cls),
-        ("txt text transcript html htm", encode_text),
-        ("json jsn", encode_json),
-        ("pyd pickle", encode_pickle),
-        ("pth", encode_pth),
-        ("npy", encode_npy),
-        ("npz", encode_npz),
-        ("msgpack mp msg", encode_msgpack),
-        ("cbor", encode_cbor),
-        ("jpg jpeg img image", image_encoder("JPEG")),
-        ("png", image_encoder("PNG")),
-        ("ppm", image_encoder("PPM")),
-        ("pgm", image_encoder("PPM")),
-        ("pbm", image_encoder("PPM")),
-        ("webp", image_encoder("WEBP")),
-        ("tiff tif", image_encoder("TIFF")),
-    ]
-    for names, handler in groups:
-        for name in names.split():
-            table[name] = handler
-    return table
+def add_handlers(d: dict[str, Handler], keys: str | Iterable[str], value: Handler) -> None:
+    """Set ``d[k] = value`` for each of ``keys`` (a list, or a space-separated string)."""
+    if isinstance(keys, str):
+        keys = keys.split()
+    for k in keys:
+        d[k] = value
+
+
+def make_handlers() -> dict[str, Handler]:
+    """A fresh extension -> encoder table with every default (extend it and pass it on)."""
+    handlers: dict[str, Handler] = {}
+    add_handlers(handlers, "cls cls2 class count index inx id", encode_cls)
+    add_handlers(handlers, "txt text transcript html htm", encode_text)
+    add_handlers(handlers, "pyd pickle", encode_pickle)
+    add_handlers(handlers, "pth", torch_dumps)
+    add_handlers(handlers, "npy", numpy_dumps)
+    add_handlers(handlers, "npz", numpy_npz_dumps)
+    add_handlers(handlers, "ten tenbin tb", tenbin_dumps)
+    add_handlers(handlers, "json jsn", encode_json)
+    add_handlers(handlers, "msgpack mp msg", mp_dumps)
+    add_handlers(handlers, "cbor", cbor_dumps)
+    for keys, pil_format in [
+        ("jpg jpeg img image", "JPEG"),
+        ("png", "PNG"),
+        ("ppm pgm pbm", "PPM"),
+        ("webp", "WEBP"),
+        ("tiff tif", "TIFF"),
+    ]:
+        add_handlers(handlers, keys, functools.partial(imageencoder, format=pil_format))
+    return handlers
+
+
+default_handlers: dict[str, Handler] = make_handlers()
+"""The table ``encoder=True`` uses, as in webdataset: entries added here apply to every
+``TarWriter`` built with the default encoder afterwards. Prefer passing your own table
+(``{**make_handlers(), "ext": fn}``) to changing this one."""
 
 
 def dispatch_extension(field: str) -> tuple[str, bool]:
@@ -216,7 +278,7 @@ def dispatch_extension(field: str) -> tuple[str, bool]:
 
 def encode_value(
     value: Any, field: str, handlers: Mapping[str, Handler] | None, *, key: Any = None
-) -> bytes | bytearray | memoryview:
+) -> Encoded:
     """Encode one field of a sample.
 
     Args:
@@ -231,7 +293,7 @@ def encode_value(
     """
     ext, gz = dispatch_extension(field)
     if isinstance(value, BYTES_TYPES):
-        data: bytes | bytearray | memoryview = value
+        data: Encoded = value
     elif isinstance(value, str):
         data = value.encode("utf-8")
     else:
@@ -267,6 +329,24 @@ def encode_value(
     return data
 
 
+def encode_based_on_extension(
+    sample: dict[str, Any], handlers: Mapping[str, Handler] | None
+) -> dict[str, Any]:
+    """Encode every field of ``sample`` with :func:`encode_value` (webdataset's function).
+
+    Fields starting with ``_`` (``__key__``, ...) are kept as they are.
+
+    Raises:
+        SampleError: a field cannot be encoded (names the key, the field and the extension).
+        MissingDependencyError: an encoder's optional package is missing.
+    """
+    key = sample.get("__key__")
+    return {
+        field: value if field.startswith("_") else encode_value(value, field, handlers, key=key)
+        for field, value in sample.items()
+    }
+
+
 def make_encoder(spec: bool | Mapping[str, Handler] | SampleEncoder | None) -> SampleEncoder:
     """Turn ``TarWriter``'s ``encoder=`` argument into a whole-sample encoder.
 
@@ -281,7 +361,7 @@ def make_encoder(spec: bool | Mapping[str, Handler] | SampleEncoder | None) -> S
     if callable(spec):
         return spec
     if spec is True:
-        handlers: Mapping[str, Handler] | None = default_handlers()
+        handlers: Mapping[str, Handler] | None = default_handlers
     elif spec is False or spec is None:
         handlers = None
     elif isinstance(spec, Mapping):
@@ -291,11 +371,4 @@ def make_encoder(spec: bool | Mapping[str, Handler] | SampleEncoder | None) -> S
             f"encoder must be True, False, a dict or a callable, not {type(spec).__name__}"
         )
 
-    def encode_sample(sample: dict[str, Any]) -> dict[str, Any]:
-        key = sample.get("__key__")
-        return {
-            field: value if field.startswith("_") else encode_value(value, field, handlers, key=key)
-            for field, value in sample.items()
-        }
-
-    return encode_sample
+    return functools.partial(encode_based_on_extension, handlers=handlers)
