@@ -33,7 +33,6 @@ _CACHE = "wds_cloud.openers.filecache"
 _GOPEN = "wds_cloud.openers.gopen"
 _SECURITY = "wds_cloud.security"
 _SHARDS = "wds_cloud.core.shards"
-_SAMPLES = "wds_cloud.core.samples"
 _TENBIN = "wds_cloud.core.tenbin"
 _UTILS = "wds_cloud.core.utils"
 _ENCODERS = "wds_cloud.writing.encoders"
@@ -146,6 +145,10 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         **dict.fromkeys(["FilterFunction", "RestCurried"], "wds_cloud.core.curry"),
         "parse_field_spec": "wds_cloud.core.stages",
         **dict.fromkeys(
+            ["decode_bin", "decode_pickle", "decode_text", "default_decoders", "find_decoder"],
+            "wds_cloud.core.xdecode",
+        ),
+        **dict.fromkeys(
             [
                 "identity",
                 "compose",
@@ -153,7 +156,6 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
                 "pick",
                 "dict2tuple",
                 "tuple2dict",
-                "combine_values",
             ],
             _UTILS,
         ),
@@ -213,13 +215,11 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
             ],
             "",
         ),
-        **dict.fromkeys(["valid_sample"], _SAMPLES),
     },
-    "tenbin": dict.fromkeys(
-        ["encode_buffer", "decode_buffer", "save", "load", "read", "write"], _TENBIN
-    ),
+    "tenbin": dict.fromkeys(["encode_buffer", "decode_buffer"], _TENBIN),
     "utils": {
         **dict.fromkeys(["repeatedly", "PipelineStage"], ""),
+        "guess_batchsize": "wds_cloud.core.extras",
         **dict.fromkeys(
             [
                 "identity",
@@ -227,7 +227,6 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
                 "make_seed",
                 "pytorch_worker_info",
                 "pytorch_worker_seed",
-                "guess_batchsize",
             ],
             _UTILS,
         ),
