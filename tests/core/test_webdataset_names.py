@@ -136,9 +136,12 @@ def test_xdecode_refuses_pickle_in_secure_mode(tmp_path: Path) -> None:
         f"ds = wds.DataPipeline(wds.SimpleShardList({url!r}), wds.tarfile_to_samples(), wds.xdecode())\n"
         "list(ds)\n"
     )
-    env = {**os.environ, "WDS_SECURE": "1", "PYTHONPATH": str(ROOT)}
+    # local shards allowed explicitly: secure mode refuses local files too
+    env = {**os.environ, "WDS_SECURE": "1", "WDS_CLOUD_ALLOW_LOCAL": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert done.returncode == 1 and "refusing to unpickle: secure mode is on" in done.stderr
+    assert done.returncode == 1, done.stderr
+    assert "Unpickling is not allowed for security reasons" in done.stderr
+    assert "secure mode is on (WDS_SECURE=1 is set in the environment)" in done.stderr
 
 
 def test_map_dict_missing_key_is_a_key_error_naming_it(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ text), ``*.pyd`` (pickle, refused in secure mode, see :mod:`wds_cloud.security`)
 from __future__ import annotations
 
 import io
-import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from fnmatch import fnmatch
 from typing import IO, Any
@@ -41,14 +40,11 @@ def decode_text(stream: IO[bytes]) -> str:
 
 
 def decode_pickle(stream: IO[bytes]) -> Any:
-    """``pickle.load``; refused in secure mode."""
-    from wds_cloud.security import secure_mode
+    """Unpickle the stream's bytes (:func:`~wds_cloud.core.loads.unpickle_loads`: refused in
+    secure mode)."""
+    from wds_cloud.core.loads import unpickle_loads
 
-    if secure_mode():
-        raise SampleError(
-            "xdecode: refusing to unpickle: secure mode is on (WDS_SECURE or enforce_security)"
-        )
-    return pickle.load(stream)
+    return unpickle_loads(stream.read())
 
 
 default_decoders: list[tuple[str, StreamDecoder]] = [
