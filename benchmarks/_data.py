@@ -1,6 +1,6 @@
 """Deterministic benchmark shards for ``bench_core.py``, cached under ``bench_data/``.
 
-Four regimes (see ``/work/shared/research/perf-baseline.md`` section 3):
+Four regimes (docs/benchmarks.md describes them):
 
 * ``tiny``: ``.txt`` (90-110 B of seeded random text) + ``.cls``; about 2 KB per sample on disk.
 * ``small``: ``.jpg`` (64x64 RGB noise + gradient, quality 90, 4:4:4, about 8 KB) + ``.cls`` +

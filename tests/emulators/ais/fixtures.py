@@ -22,7 +22,7 @@ from tests.emulators.ais.server import AisEmulator
 
 
 def no_retry_config() -> Any:
-    """An SDK ``RetryConfig`` with HTTP and network retries off (``research/aistore.md`` §1)."""
+    """An SDK ``RetryConfig`` with HTTP and network retries off (the SDK's ``aistore.sdk.retry_config``)."""
     from aistore.sdk.retry_config import RetryConfig
     from tenacity import Retrying, stop_after_attempt
     from urllib3 import Retry

@@ -1,4 +1,4 @@
-"""Request handler of the AIStore emulator (routes in ``research/aistore.md`` §7).
+"""Request handler of the AIStore emulator (routes of AIStore's HTTP API, docs/http_api.md in NVIDIA/aistore).
 
 Real AIStore conventions kept here because the SDK depends on them: bodies are read on every
 method (GET/DELETE carry JSON ActionMsgs) and ``Content-Type`` is never trusted (the SDK always

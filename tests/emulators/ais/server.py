@@ -8,7 +8,8 @@ Usage::
         emu.register_etl("upper-etl", "http://127.0.0.1:9999")
         emu.cut_after(1000)               # the next object GET breaks after 1000 body bytes
 
-Routes (under ``/v1``, see ``research/aistore.md`` §7 and :mod:`.handler`): buckets B1-B4 and
+Routes (under ``/v1``, as in AIStore's HTTP API, docs/http_api.md in NVIDIA/aistore; see
+:mod:`.handler`): buckets B1-B4 and
 list-objects L1 (msgpack, paging, ARCH_DIR), objects O1-O7 (Range, archpath, archregx +
 archmode, inline ETL, multipart upload), ETL E1/E2, and ``/v1/sort*`` delegated to
 ``tests/emulators/ais/dsort.py`` (``handle(store, method, path, query, body)``; 501 when that
