@@ -187,7 +187,6 @@ class AisWriter(CommittingWriter):
 
     def __init__(self, opener: AisOpener, target: AisTarget) -> None:
         self._opener = opener
-        self._target = target
         self._obj = opener._object(target)
         self._part_size = int(opener.config.part_size or 1)
         self._buffer = bytearray()

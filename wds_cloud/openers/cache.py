@@ -141,7 +141,6 @@ class _TeeReader(io.RawIOBase):
         self._cache = cache
         self.url = url
         self._fd: int | None = os.open(temp, os.O_WRONLY)
-        self.committed = False
 
     def readable(self) -> bool:
         return True
@@ -172,7 +171,6 @@ class _TeeReader(io.RawIOBase):
         fd, self._fd = self._fd, None
         assert fd is not None
         publish(fd, self._temp, self._final)
-        self.committed = True
         self._cache.note("commit", self.url, self._final)
         self._cache._after_commit(self._final)
 
