@@ -29,13 +29,32 @@ def test_directory_is_an_open_error(tmp_path: Path) -> None:
         LocalOpener().open(str(tmp_path))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can read files without permission")
 def test_permission_denied_is_an_open_error(tmp_path: Path) -> None:
     path = tmp_path / "secret.tar"
     path.write_bytes(b"x")
     path.chmod(0)
-    with pytest.raises(ShardOpenError, match="permission denied"):
-        LocalOpener().open(str(path))
+    if os.geteuid() != 0:
+        with pytest.raises(ShardOpenError, match="permission denied"):
+            LocalOpener().open(str(path))
+        return
+    # root reads any file: open it in a child process whose capabilities to bypass file
+    # permissions are dropped (util-linux setpriv), so the kernel answers EACCES as for a user
+    code = (
+        "from wds_cloud.errors import ShardOpenError\n"
+        "from wds_cloud.openers.local import LocalOpener\n"
+        "try:\n"
+        f"    LocalOpener().open({str(path)!r})\n"
+        "except ShardOpenError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    drop = "-dac_override,-dac_read_search"
+    command = ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", sys.executable]
+    done = subprocess.run([*command, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.startswith("ShardOpenError") and "permission denied" in done.stdout, (
+        done.stdout + done.stderr
+    )
 
 
 def test_file_urls_and_percent_escapes(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Also prints how much the process's peak RSS grew while each reader ran (Linux only).
 
-Run: ``python -m tests.gcs.bench_read [MiB]`` from the repository root. Prints MiB/s, the
+Run: ``python -m benchmarks.bench_gcs_read [MiB]`` from the repository root. Prints MiB/s, the
 median of 3 runs per reader, all against one in-memory fake-gcs-server on 127.0.0.1.
 """
 
