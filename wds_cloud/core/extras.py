@@ -122,6 +122,8 @@ def check_empty(src: Iterable[Any], tally: ShardTally | None = None) -> Iterator
     rank, world, worker, nworkers = worker_info()
     if tally is not None and tally.count == 0 and worker > 0:
         return  # a surplus worker: split_by_worker warned in worker 0
+    if tally is not None and getattr(tally, "resumed", False):
+        return  # resumed mid-epoch: this reader may have had nothing left, or only filtered
     raise ConfigError(
         f"no samples found (rank {rank} of {world}, worker {worker} of {nworkers}); the "
         "shards may be empty, every sample may have been skipped by the handler, or this "

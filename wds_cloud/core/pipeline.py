@@ -107,12 +107,49 @@ class DataPipeline:
         return n
 
     def __iter__(self) -> Iterator[Any]:
+        if self.resumable:
+            from wds_cloud.resume import loop
+
+            if self.__dict__.get("_resume_emit"):
+                return loop.emit(self)  # inside a DataLoader under a resumable WebLoader
+            if loop.enabled(self):
+                return loop.iterate(self)
         n = self.epoch_size()
         if n == 0 and self.nsamples > 0:
             return iter(())
         if n > 0:
             return itertools.islice(self.iterator(), n)
         return self.iterator()
+
+    # -- resuming --------------------------------------------------------------------------
+
+    #: Track sample positions so that :meth:`state_dict` can be taken (``docs/resume.md``).
+    resumable = True
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position in the current epoch: JSON-serialisable, a few kilobytes.
+
+        Under ``torch.distributed`` every rank must call it at the same step (the states are
+        gathered, so each rank returns the same global state); inside a DataLoader worker (as
+        torchdata's ``StatefulDataLoader`` calls it) it is the state of this worker's reader.
+
+        Raises:
+            ConfigError: this pipeline cannot be resumed (the message says why).
+        """
+        from wds_cloud.resume import loop
+
+        return loop.state_dict(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` deliver the rest of the epoch ``state`` was taken in:
+        every sample not delivered before, exactly once, then later epochs as usual.
+
+        Raises:
+            ConfigError: not a state of this pipeline, or it cannot be resumed.
+        """
+        from wds_cloud.resume import loop
+
+        loop.load_state_dict(self, state)
 
     # -- composition -----------------------------------------------------------------------
 

@@ -418,6 +418,38 @@ def iter_tar_entries(
         source.close()
 
 
+def iter_tar_positions(
+    stream: IO[bytes] | Any,
+    *,
+    url: str | None = None,
+    skip: Skip | None = None,
+    bufsize: int = DEFAULT_BUFSIZE,
+    on_warning: Warn | None = None,
+) -> Iterator[tuple[str | None, bytes, int]]:
+    """Yield ``(name, data, first header offset)`` for every regular file, then
+    ``(None, b"", end)`` where ``end`` is the offset of the end-of-archive marker (or of the end
+    of the stream when it has none).
+
+    The first header offset is that of the first header describing the member (a PAX or GNU
+    long-name header before it, else its own). Offsets are in the uncompressed stream, counted
+    from the stream's first byte (a local file opened and positioned at ``n``: from the file's
+    start). Resumable reading (:mod:`wds_cloud.resume`) ties samples to these positions.
+
+    Raises:
+        ShardReadError: as :func:`iter_tar`.
+    """
+    source = _Source(stream, url, bufsize)
+    if on_warning is None:
+
+        def on_warning(message: str, offset: int) -> None:
+            log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
+
+    try:
+        yield from _members(source, url, False, skip, on_warning, True, True)
+    finally:
+        source.close()
+
+
 def _members(
     source: _Source,
     url: str | None,
@@ -425,9 +457,11 @@ def _members(
     skip: Skip | None,
     warn: Warn,
     copy: bool,
+    positions: bool = False,
 ) -> Iterator[Any]:
     """Regular members as ``(name, data)``, or as ``(name, data offset, size)`` when ``copy``
-    is False (their data is then skipped, never copied)."""
+    is False (their data is then skipped, never copied), or as ``(name, data, first header
+    offset)`` followed by ``(None, b"", end of archive)`` when ``positions`` is True."""
     mapped = source.mm is not None
     fields_get = _FIELDS.get
     adler32 = zlib.adler32
@@ -441,6 +475,7 @@ def _members(
     at_start = True
     name = ""
     typeflag = 0  # of the last header read
+    chain = -1  # first header offset of the member being described (positions mode)
     while True:
         if buflen - pos < BLOCK:
             if not mapped:
@@ -473,6 +508,8 @@ def _members(
                     + (f", the last is {name!r}" if name else ""),
                     source.base + pos,
                 )
+                if positions:
+                    yield None, b"", source.base + pos
                 return
         header = buf[pos : pos + BLOCK]
         if header == _ZERO_BLOCK:
@@ -489,10 +526,14 @@ def _members(
                     continue
             seen_end = True
             if not concatenated:
+                if positions:
+                    yield None, b"", source.base + pos
                 return
             pos += BLOCK
             continue
         header_offset = source.base + pos
+        if chain < 0:
+            chain = header_offset
         # Inline fast path of _checksum_ok (see there): cached field + two Adler-32 sums.
         field = fields_get(header[148:156])
         if (
@@ -582,7 +623,11 @@ def _members(
             buf = source.buf
             buflen = len(buf)
         if regular:
-            yield (name, data) if copy else (name, header_offset + BLOCK, size)
+            if positions:
+                yield name, data, chain
+            else:
+                yield (name, data) if copy else (name, header_offset + BLOCK, size)
+            chain = -1
         elif typeflag == 0x78 or typeflag == 0x58:  # 'x' PAX / 'X' Solaris: for the next member
             # webdataset's TarWriter puts an mtime-only PAX header before every member: only
             # parse when a record can change what we read.
@@ -592,12 +637,15 @@ def _members(
             records = _parse_pax(data, url, header_offset)
             records.pop("path", None)  # a global path would rename every member; ignore it
             global_pax.update(records)
+            chain = -1
         elif typeflag == 0x4C:  # 'L': GNU long name of the next member
             long_name = _decode_name(data.split(b"\x00", 1)[0])
         elif typeflag == 0x53:  # 'S': GNU sparse
             raise ShardReadError(
                 "GNU sparse members are not supported", url=url, offset=header_offset, member=name
             )
+        else:
+            chain = -1  # a directory, a link, a skipped member: not part of the next member
 
 
 def _take_large(

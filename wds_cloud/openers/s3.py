@@ -289,6 +289,31 @@ class S3Opener:
         )
         return reader.start()  # type: ignore[return-value]
 
+    def open_at(self, url: str, offset: int, **options: Any) -> IO[bytes]:
+        """Open ``s3://bucket/key`` for streaming reads from byte ``offset`` (one ranged
+        ``GetObject``; resumed like :meth:`open`). Resumable loading reads shard tails with it.
+
+        Raises:
+            As :meth:`open`.
+        """
+        allowed = {"prefetch", "prefetch_chunk", "retries", "backoff", "stall_timeout"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"unknown options {unknown} for s3 open_at(); allowed: {sorted(allowed)}"
+            )
+        options = {k: v for k, v in options.items() if k not in ("prefetch", "prefetch_chunk")}
+        cfg = replace(self.config, **options).resolve({}) if options else self.config
+        bucket, key = split_s3_url(url)
+        if not key:
+            raise ConfigError(f"URL {url!r} names a bucket, not an object")
+        fetch = ObjectFetch(self, self.read_client(), url, bucket, key)
+        reader = ResumableReader(
+            fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
+        )
+        reader.position = offset
+        return reader.start()  # type: ignore[return-value]
+
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
         """Bytes ``offset .. offset + length`` of ``s3://bucket/key`` with one ranged
         ``GetObject`` (resumed like a streaming read if the connection drops).

@@ -1,0 +1,233 @@
+"""``state_dict``/``load_state_dict`` and tracked iteration for pipelines and loaders.
+
+The object the training loop iterates (the *top*) keeps a :class:`~wds_cloud.resume.state.Ledger`
+of what it delivered. Under it, tracked sources produce ``(item, tags)`` pairs:
+
+- a pipeline with a recognised shard source (:func:`~wds_cloud.resume.source.find_source`)
+  reads its share of the epoch with sample positions and runs its later stages tracked;
+- a pipeline whose first stage is another resumable pipeline runs on that one's pairs;
+- a ``WebLoader`` (a pipeline over a ``DataLoader``) tells its dataset to emit
+  :class:`~wds_cloud.resume.track.Tagged` values in the workers and unwraps them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from wds_cloud.errors import ConfigError
+from wds_cloud.resume.source import ShardSource, find_source
+from wds_cloud.resume.state import Ledger, check_state, merge_states
+from wds_cloud.resume.track import Tagged, TaggedCollate, flat, run_stages
+
+
+def _loader_dataset(stage: Any) -> Any:
+    """The dataset of a torch DataLoader stage, or None."""
+    if type(stage).__name__ in ("DataLoader", "StatefulDataLoader") and hasattr(stage, "dataset"):
+        return stage.dataset
+    return None
+
+
+def _pipeline_type() -> type:
+    from wds_cloud.core.pipeline import DataPipeline
+
+    return DataPipeline
+
+
+def enabled(p: Any) -> bool:
+    """Whether ``p`` is iterated with tracking."""
+    if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
+        return False
+    return p.repetitions == 1 and p.nsamples < 0 and innermost(p) is not None
+
+
+def innermost(p: Any) -> tuple[Any, ShardSource] | None:
+    """The pipeline holding the shard source under ``p``, and that source."""
+    if not p.pipeline:
+        return None
+    first = p.pipeline[0]
+    pipeline_type = _pipeline_type()
+    if isinstance(first, pipeline_type):
+        return innermost(first) if enabled(first) else None
+    dataset = _loader_dataset(first)
+    if dataset is not None:
+        return (
+            innermost(dataset) if isinstance(dataset, pipeline_type) and enabled(dataset) else None
+        )
+    source = find_source(p.pipeline)
+    return None if source is None else (p, source)
+
+
+def pairs(p: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """``(item, tags)`` pairs of one pass of ``p``."""
+    first = p.pipeline[0]
+    if isinstance(first, _pipeline_type()):
+        src = pairs(first, ctx)
+        rest = p.pipeline[1:]
+    elif _loader_dataset(first) is not None:
+        src = _loader_pairs(first, ctx)
+        rest = p.pipeline[1:]
+    else:
+        found = innermost(p)
+        assert found is not None
+        source = found[1]
+        src = source.pairs(ctx)
+        rest = p.pipeline[source.after :]
+    sub = dict(ctx, place=f"{ctx.get('place', '')}/{type(p).__name__}")
+    return run_stages(rest, src, sub)
+
+
+def _loader_pairs(loader: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    dataset = loader.dataset
+    dataset._resume_emit = True
+    dataset._resume_ctx = dict(ctx, place="worker")
+    if not isinstance(loader.collate_fn, TaggedCollate):
+        loader.collate_fn = TaggedCollate(loader.collate_fn)
+    if ctx.get("resume") is not None and getattr(loader, "_iterator", None) is not None:
+        # persistent workers hold a copy of the dataset made before the state was loaded
+        loader._iterator._shutdown_workers()
+        loader._iterator = None
+    for value in loader:
+        if isinstance(value, Tagged):
+            yield value.item, value.tags
+        else:
+            yield value, []
+
+
+def emit(p: Any) -> Iterator[Tagged]:
+    """One pass of ``p`` inside a DataLoader worker: values with their tags."""
+    ctx = getattr(p, "_resume_ctx", None) or {}
+    for item, tags in pairs(p, ctx):
+        yield Tagged(item, tags)
+
+
+def _persistent(p: Any) -> bool:
+    dataset = None
+    node = p
+    while node is not None and node.pipeline:
+        first = node.pipeline[0]
+        dataset = _loader_dataset(first)
+        if dataset is not None:
+            return bool(getattr(first, "persistent_workers", False))
+        node = first if isinstance(first, _pipeline_type()) else None
+    return False
+
+
+def iterate(p: Any) -> Iterator[Any]:
+    """One tracked pass of the top-level ``p``: deliver items and record their ids."""
+    found = innermost(p)
+    assert found is not None
+    inner, source = found
+    state = p.__dict__.pop("_resume_pending", None)
+    if state is not None and source.shuffle is not None:
+        source.shuffle.epoch = state["epoch"]
+    epoch, order = source.order()
+    if source.shuffle is not None and _persistent(p) and state is None:
+        source.shuffle.epoch = epoch + 1  # the workers' copies advance on every pass
+    generation = int(state.get("generation", 0)) + 1 if state is not None else 0
+    header = {"epoch": epoch, "seed": getattr(inner, "seed", 0), "generation": generation}
+    ledger = Ledger(header, order)
+    if state is not None:
+        ledger.load(state)
+    p._resume_ledger = ledger
+    ctx = {**header, "resume": state}
+    for item, tags in pairs(p, ctx):
+        ledger.add(flat(tags))
+        yield item
+    ledger.header["finished"] = True
+
+
+def _reader_scope() -> list[int] | None:
+    from wds_cloud.core.shards import dataloader_worker_info, worker_info
+
+    if dataloader_worker_info()[1] > 1 or _in_worker():
+        return list(worker_info())
+    return None
+
+
+def _in_worker() -> bool:
+    import sys
+
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
+
+
+def state_dict(p: Any) -> dict[str, Any]:
+    """The resume state of ``p`` (see ``docs/resume.md``).
+
+    Raises:
+        ConfigError: the pipeline cannot be resumed (names why).
+    """
+    ledger = getattr(p, "_resume_ledger", None)
+    if ledger is None:
+        pending = p.__dict__.get("_resume_pending")
+        if pending is not None:
+            return pending  # loaded, not iterated yet
+        if not enabled(p):
+            raise ConfigError(_why_not(p))
+        found = innermost(p)
+        assert found is not None
+        epoch, order = found[1].order()
+        ledger = Ledger(
+            {"epoch": epoch, "seed": getattr(found[0], "seed", 0), "generation": 0}, order
+        )
+    state = ledger.state()
+    scope = _reader_scope()
+    if scope is not None:
+        state["reader"] = scope
+        return state
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        world = dist.get_world_size()
+        if world > 1:
+            gathered: list[Any] = [None] * world
+            dist.all_gather_object(gathered, state)
+            state = merge_states(gathered)
+    return state
+
+
+def load_state_dict(p: Any, state: dict[str, Any]) -> None:
+    """Make the next pass of ``p`` deliver what ``state`` did not.
+
+    Raises:
+        ConfigError: not a state, or ``p`` cannot be resumed.
+    """
+    state = check_state(dict(state))
+    if not enabled(p):
+        raise ConfigError(_why_not(p))
+    p.__dict__.pop("_resume_ledger", None)
+    if state.get("finished"):
+        found = innermost(p)
+        assert found is not None
+        if found[1].shuffle is not None:
+            found[1].shuffle.epoch = int(state["epoch"]) + (0 if _loader_side(p) else 1)
+        return
+    p._resume_pending = state
+
+
+def _loader_side(p: Any) -> bool:
+    node = p
+    while node is not None and node.pipeline:
+        first = node.pipeline[0]
+        if _loader_dataset(first) is not None:
+            return not getattr(first, "persistent_workers", False) and first.num_workers > 0
+        node = first if isinstance(first, _pipeline_type()) else None
+    return False
+
+
+def _why_not(p: Any) -> str:
+    if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
+        return "resume tracking is switched off (resumable=False or WDS_CLOUD_RESUMABLE=0)"
+    if p.repetitions != 1 or p.nsamples >= 0:
+        return (
+            "with_epoch()/repeat() pipelines cannot be resumed yet; iterate epochs in your loop "
+            "(see docs/resume.md)"
+        )
+    return (
+        f"{type(p).__name__} cannot be resumed: its shard stages are not a shard list, shard "
+        "shuffle, node/worker splitters and tarfile_to_samples (resampled=True, split_samples, "
+        "custom shard stages and Pipe-mode FIFOs are not resumable; see docs/resume.md)"
+    )

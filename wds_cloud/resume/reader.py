@@ -1,0 +1,227 @@
+"""Reading samples with their positions, and reading them again by position.
+
+:func:`read_item` reads one :class:`~wds_cloud.resume.state.WorkItem` and yields
+``(sample, [sample id])`` pairs. A whole shard is streamed as usual (through the shard cache when
+there is one); a tail is streamed from its byte offset (a seek on local files, a ranged request
+where the backend's opener has ``open_at``, else the stream is opened and the bytes before the
+offset are read and dropped: ``pipe:`` commands, FIFOs, AIStore ETL output); byte ranges of
+samples read but never delivered are fetched with ``read_range`` and parsed as tar. Compressed
+shards (``.tar.gz`` ...) have no byte-addressable samples: they are read from the start and the
+samples outside the wanted ranges are dropped.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from wds_cloud.core.handlers import Handler, reraise_exception
+from wds_cloud.core.samples import ShardOpener, _is_meta, _local_path, base_plus_ext
+from wds_cloud.core.tar import iter_tar_positions, read_full
+from wds_cloud.errors import SampleError, ShardError
+from wds_cloud.openers.registry import default_registry, url_scheme
+from wds_cloud.resume.state import SampleId, WorkItem
+
+log = logging.getLogger(__name__)
+
+Pair = tuple[dict[str, Any], list[SampleId]]
+
+_COMPRESSED = (".gz", ".tgz", ".bz2", ".xz", ".zst", ".lz4")
+
+
+def _quiet(message: str, offset: int) -> None:
+    """A byte range of samples has no end-of-archive marker: expected, not worth a warning."""
+
+
+def samples_with_positions(
+    stream: IO[bytes] | Any,
+    url: str,
+    *,
+    base: int = 0,
+    start: int = 0,
+    complete: bool = True,
+    handler: Handler = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+    local_path: str | None = None,
+    warn: bool = True,
+) -> Iterator[Pair]:
+    """Group tar members into samples (as :func:`~wds_cloud.core.samples.tar_samples`) and
+    yield each with its id ``(url, start, end, last)``.
+
+    Args:
+        stream: the bytes, from shard offset ``start``; offsets reported by the tar reader are
+            shifted by ``base`` (0 for a local file positioned with ``seek``).
+        complete: the stream runs to the shard's end (its last sample is the shard's last).
+    """
+    skip = None
+    if select_files is not None and rename_files is None:
+        select = select_files
+
+        def skip(name: str) -> bool:
+            return not select(name)
+
+    current: dict[str, Any] | None = None
+    current_key: str | None = None
+    cur_start = start
+    try:
+        for name, data, offset in iter_tar_positions(
+            stream, url=url, skip=skip, on_warning=None if warn else _quiet
+        ):
+            if name is None:  # end of archive / of the range
+                if current is not None:
+                    yield current, [(url, cur_start, base + offset, complete)]
+                return
+            if name[:2] == "__" and _is_meta(name):
+                continue
+            if rename_files is not None:
+                name = rename_files(name)
+                if select_files is not None and not select_files(name):
+                    continue
+            key, ext = base_plus_ext(name)
+            if key is None or ext is None:
+                continue
+            ext = ext.lower()
+            if key == current_key and current is not None:
+                if ext in current:
+                    error = SampleError(
+                        f"{name}: duplicate file name in tar file {ext} {list(current)}",
+                        url=url,
+                        key=key,
+                    )
+                    if handler(error):
+                        continue
+                    return
+                current[ext] = data
+                continue
+            if current is not None:
+                yield current, [(url, cur_start, base + offset, False)]
+                cur_start = base + offset
+            current_key = key
+            current = {"__key__": key, "__url__": url, ext: data}
+            if local_path is not None:
+                current["__local_path__"] = local_path
+    except ShardError as exc:
+        proceed = handler(exc)
+        if current is not None:
+            yield current, []  # partial: not tied to a position (read again on resume)
+        if not proceed:
+            raise
+
+
+def _cached_file(opener: ShardOpener, url: str) -> str | None:
+    """The shard cache's complete local copy of a remote ``url``, if there is one."""
+    if url_scheme(url) == "file":
+        return None
+    cache = opener.cache
+    if cache is not None:
+        path = cache.local_path(url)
+        if path is not None:
+            import os
+
+            if os.path.exists(path):
+                return str(path)
+    return None
+
+
+def open_at(opener: ShardOpener, url: str, offset: int) -> tuple[IO[bytes], int]:
+    """Open ``url`` positioned at byte ``offset``; return the stream and the base to add to
+    offsets the tar reader reports (0 when the stream is a seeked local file)."""
+    if url != "-" and url_scheme(url) == "file":
+        stream, _ = opener.open(url)  # through the local opener and its checks
+        stream.seek(offset)
+        return stream, 0
+    path = _cached_file(opener, url)
+    if path is not None:
+        stream = open(path, "rb", buffering=0)
+        stream.seek(offset)
+        return stream, 0
+    registry = opener.registry or default_registry()
+    method = getattr(registry.for_url(url), "open_at", None)
+    if callable(method):
+        return method(url, offset, **opener.open_options), offset
+    stream, _ = opener.open(url)  # cannot seek: read the bytes before the offset and drop them
+    skip = offset
+    while skip > 0:
+        got = len(read_full(stream, min(skip, 1 << 22)))
+        if not got:
+            break
+        skip -= got
+    return stream, offset
+
+
+def fetch_range(opener: ShardOpener, url: str, a: int, b: int) -> bytes:
+    """Bytes ``a .. b`` of ``url`` (a local file or cached copy: ``pread``; else a ranged
+    read)."""
+    path = _cached_file(opener, url)
+    if path is not None:
+        import os
+
+        with open(path, "rb", buffering=0) as f:
+            return os.pread(f.fileno(), b - a, a)
+    registry = opener.registry or default_registry()
+    return registry.read_range(url, a, b - a, **opener.open_options)
+
+
+def read_item(
+    item: WorkItem,
+    opener: ShardOpener,
+    *,
+    handler: Handler = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+    local_paths: bool = False,
+) -> Iterator[Pair]:
+    """Yield the samples of one work item with their ids."""
+    url = item.url
+    kw: dict[str, Any] = {
+        "handler": handler,
+        "select_files": select_files,
+        "rename_files": rename_files,
+    }
+    compressed = url.lower().endswith(_COMPRESSED)
+    if item.whole or compressed:
+        stream, local_path = opener.open(url)
+        try:
+            pairs = samples_with_positions(
+                stream, url, local_path=local_path if local_paths else None, **kw
+            )
+            if item.whole:
+                yield from pairs
+                return
+            log.info("%s is compressed: reading it from the start to resume inside it", url)
+            for sample, ids in pairs:
+                if ids and _wanted(item, ids[0][1]):
+                    yield sample, ids
+        finally:
+            stream.close()
+        return
+    local_path = _local_path(url) if local_paths else None
+    for a, b in item.ranges:
+        data = fetch_range(opener, url, a, b)
+        yield from samples_with_positions(
+            io.BytesIO(data),
+            url,
+            base=a,
+            start=a,
+            complete=False,
+            warn=False,
+            local_path=local_path,
+            **kw,
+        )
+    if item.tail is not None:
+        stream, base = open_at(opener, url, item.tail)
+        try:
+            yield from samples_with_positions(
+                stream, url, base=base, start=item.tail, local_path=local_path, **kw
+            )
+        finally:
+            stream.close()
+
+
+def _wanted(item: WorkItem, start: int) -> bool:
+    if item.tail is not None and start >= item.tail:
+        return True
+    return any(a <= start < b for a, b in item.ranges)
