@@ -124,10 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=os.path.join(ROOT, "bench_data"))
     p.add_argument("--rounds", type=int)
     p.add_argument("--baseline", help="directory holding another wds_cloud checkout to compare")
+    p.add_argument("--per-shard", type=int, help="samples per shard (smaller data, for tests)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--cell", help=argparse.SUPPRESS)
     p.add_argument("--urls", help=argparse.SUPPRESS)
-    p.add_argument("--min-seconds", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--min-seconds", type=float, help="timed seconds per measurement")
     args = p.parse_args(argv)
     if args.worker:
         cell = Cell(*json.loads(args.cell))
@@ -136,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
 
     conf = dict(QUICK if args.quick else FULL)
     conf["rounds"] = args.rounds or conf["rounds"]
+    if args.min_seconds is not None:
+        conf["min_seconds"] = args.min_seconds
+    if args.per_shard:
+        conf["specs"] = {r: (n, args.per_shard) for r, (n, _) in conf["specs"].items()}
     libs = {"wds_cloud": ROOT, "wds_cloud-pil": ROOT, "webdataset": ROOT}
     if args.baseline:
         libs["baseline"] = os.path.abspath(args.baseline)
