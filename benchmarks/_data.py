@@ -1,17 +1,19 @@
 """Deterministic benchmark shards for ``bench_core.py``, cached under ``bench_data/``.
 
-Four regimes (docs/benchmarks.md describes them):
+Five regimes (docs/benchmarks.md describes them):
 
 * ``tiny``: ``.txt`` (90-110 B of seeded random text) + ``.cls``; about 2 KB per sample on disk.
 * ``small``: ``.jpg`` (64x64 RGB noise + gradient, quality 90, 4:4:4, about 8 KB) + ``.cls`` +
   ``.json``.
 * ``large``: ``.image.png`` (1024x1024 RGB noise, 3.15 MB) + ``.label.png`` (1024x1024 L noise,
   1.05 MB): the case of the "Training in PyTorch from Amazon S3" blog post.
+* ``jpeg256``: ``.jpg`` (256x256 RGB gradient + noise, quality 90, 4:2:0, about 27 KB) + ``.cls``
+  (``bench_decode.py``).
 * ``pax``: tiny samples written by ``webdataset.TarWriter`` with its default ``mtime=None``, so
   every member carries a PAX extended header (float mtime). Content is seeded; the mtimes are
   wall-clock by design, so these bytes differ between generations.
 
-``tiny``/``small``/``large`` are written with the stdlib ``tarfile`` stream writer (members in
+``tiny``/``small``/``large``/``jpeg256`` are written with the stdlib ``tarfile`` stream writer (members in
 sorted extension order, mode 0444, uname/gname ``bigdata``, mtime 1700000000, the layout
 ``webdataset.TarWriter(mtime=1700000000)`` produces) and are byte-identical across runs.
 
@@ -36,7 +38,7 @@ import numpy as np
 FORMAT_VERSION = 1
 MTIME = 1700000000
 SEED = 20240917
-REGIMES = ("tiny", "pax", "small", "large")
+REGIMES = ("tiny", "pax", "small", "large", "jpeg256")
 _REGIME_ID = {name: i for i, name in enumerate(REGIMES)}
 _WORDS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz      ", dtype=np.uint8)
 
@@ -110,8 +112,22 @@ def _large_sample(rng: np.random.Generator, index: int) -> dict[str, bytes]:
     return out
 
 
+def _jpeg256_sample(rng: np.random.Generator, index: int) -> dict[str, bytes]:
+    from PIL import Image
+
+    y, x = np.mgrid[0:256, 0:256]
+    phase = index % 7
+    base = np.stack([x, y, (x + y + 32 * phase) // 2], axis=2).astype(np.int16)
+    noise = rng.integers(-24, 24, (256, 256, 3), dtype=np.int16)
+    pixels = np.clip(base + noise, 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels, "RGB").save(buf, format="JPEG", quality=90)  # 4:2:0, PIL's default
+    return {"jpg": buf.getvalue(), "cls": str(index % 1000).encode()}
+
+
 _MAKERS = {"tiny": _tiny_sample, "pax": _tiny_sample, "small": _small_sample}
 _MAKERS["large"] = _large_sample
+_MAKERS["jpeg256"] = _jpeg256_sample
 
 
 def iter_samples(spec: DataSpec, shard: int) -> Iterator[tuple[str, dict[str, bytes]]]:

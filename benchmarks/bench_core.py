@@ -53,7 +53,7 @@ CELLS = (
     Cell("tiny", "loader", 5.0),
     Cell("pax", "nodecode", 12.0),
     Cell("small", "nodecode", 10.0),
-    Cell("small", "decode", 2.0, shards=1),
+    Cell("small", "decode", 2.5, shards=1),
     Cell("small", "shuffle", None),
     Cell("small", "loader", 5.0),
     Cell("large", "nodecode", 3.0),
