@@ -166,3 +166,30 @@ def test_generator_stage_resumes_at_source_granularity(
         if not firsts or firsts[-1] != k:
             firsts.append(k)
     assert_exactly_once(firsts, keys)
+
+
+@pytest.mark.parametrize("resumable", [True, False])
+def test_handlers_act_the_same_with_and_without_tracking(
+    shards: tuple[list[str], list[str]], tmp_path: Path, resumable: bool
+) -> None:
+    # A handler that stops ends the iteration quietly; one that continues skips a shard that
+    # cannot be opened or is cut short; the tracking reader must do exactly what the plain one does.
+    urls, keys = shards
+    good = Path(urls[0]).read_bytes()
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(good[: len(good) // 2])
+    missing = str(tmp_path / "missing.tar")
+    specs = [cut.as_posix(), missing, urls[1]]
+
+    def keys_with(handler: object) -> list[str]:
+        ds = wds.WebDataset(specs, handler=handler, empty_check=False)
+        ds.resumable = resumable
+        return [s["__key__"] for s in ds]
+
+    go_on = wds.ContinueHandler()
+    continued = keys_with(go_on)
+    stopped = keys_with(wds.StopHandler())
+    per_shard = len(keys) // 6
+    assert continued[-per_shard:] == keys[per_shard : 2 * per_shard]  # the good shard, in full
+    assert go_on.count == 2  # the cut shard and the missing one
+    assert stopped == continued[: len(stopped)] and len(stopped) < per_shard

@@ -12,6 +12,7 @@ samples outside the wanted ranges are dropped.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from collections.abc import Callable, Iterator
@@ -108,7 +109,21 @@ def samples_with_positions(
         if current is not None:
             yield current, []  # partial: not tied to a position (read again on resume)
         if not proceed:
-            raise
+            raise StopReading from exc
+
+
+class StopReading(Exception):
+    """The handler asked to stop the whole iteration (``warn_and_stop``/``ignore_and_stop``)."""
+
+
+def _handled(call: Callable[[], Any], handler: Handler) -> Any:
+    """``call()``; an error goes to ``handler``: None to skip the item, or stop reading."""
+    try:
+        return call()
+    except Exception as exc:
+        if handler(exc):
+            return None
+        raise StopReading from exc
 
 
 def _cached_file(opener: ShardOpener, url: str) -> str | None:
@@ -183,7 +198,10 @@ def read_item(
     }
     compressed = url.lower().endswith(_COMPRESSED)
     if item.whole or compressed:
-        stream, local_path = opener.open(url)
+        opened = _handled(lambda: opener.open(url), handler)
+        if opened is None:
+            return
+        stream, local_path = opened
         try:
             pairs = samples_with_positions(
                 stream, url, local_path=local_path if local_paths else None, **kw
@@ -200,7 +218,9 @@ def read_item(
         return
     local_path = _local_path(url) if local_paths else None
     for a, b in item.ranges:
-        data = fetch_range(opener, url, a, b)
+        data = _handled(functools.partial(fetch_range, opener, url, a, b), handler)
+        if data is None:
+            return
         yield from samples_with_positions(
             io.BytesIO(data),
             url,
@@ -212,7 +232,11 @@ def read_item(
             **kw,
         )
     if item.tail is not None:
-        stream, base = open_at(opener, url, item.tail)
+        tail = item.tail
+        opened = _handled(lambda: open_at(opener, url, tail), handler)
+        if opened is None:
+            return
+        stream, base = opened
         try:
             yield from samples_with_positions(
                 stream, url, base=base, start=item.tail, local_path=local_path, **kw

@@ -28,7 +28,7 @@ from wds_cloud.core.shards import (
     split_by_node,
     split_by_worker,
 )
-from wds_cloud.resume.reader import Pair, read_item
+from wds_cloud.resume.reader import Pair, StopReading, read_item
 from wds_cloud.resume.state import WorkItem, remaining
 
 
@@ -101,7 +101,10 @@ class ShardSource:
             k: kw[k] for k in ("handler", "select_files", "rename_files", "local_paths") if k in kw
         }
         for item in items:
-            yield from read_item(item, opener, **options)
+            try:
+                yield from read_item(item, opener, **options)
+            except StopReading:
+                return
 
 
 _SPLITTERS = (split_by_node, single_node_only)
