@@ -166,7 +166,7 @@ _EXPORTS: dict[str, str] = {
     "MultiShardSample": "wds_cloud.core.multishard",
     "resampled": "wds_cloud.core.shards",
     "shardspec": "wds_cloud.core.shards",
-    # webdataset's top-level decoders, encoders and gopen (issue 10)
+    # webdataset's top-level decoders, encoders and gopen
     "gopen": "wds_cloud.openers.gopen",
     "gopen_schemes": "wds_cloud.openers.gopen",
     "numpy_dumps": "wds_cloud.writing.encoders",
