@@ -39,6 +39,7 @@ import os
 import random
 import shutil
 import subprocess
+import tarfile
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -51,7 +52,7 @@ import webdataset
 from tests.support import targen
 from tests.support.targen import Archive, Member, report, tarfile_members
 from wds_cloud.core.samples import tar_samples
-from wds_cloud.core.tar import iter_tar
+from wds_cloud.core.tar import iter_tar, iter_tar_positions
 from wds_cloud.errors import ShardReadError
 
 MAIN = range(0, 2000)
@@ -139,6 +140,79 @@ def test_tiny_reads_of_1_to_7_bytes_read_like_tarfile() -> None:
     failures = targen.compare([(a, "1-7 byte reads") for a in archives], read)
     assert not failures, report(failures, len(archives))
     assert sum(s.reads for s in streams) > 100_000  # the reads really were tiny
+
+
+# -- member positions (what resuming ties samples to) ----------------------------------------
+
+
+def tarfile_positions(blob: bytes) -> list[tuple[str, bytes, int]]:
+    """Regular files with ``tarfile``'s ``TarInfo.offset``: the offset of the first header
+    describing the member (its PAX or GNU long-name header when it has one)."""
+    if targen.decompress(blob)[:512] == bytes(512):
+        return []
+    with tarfile.open(
+        fileobj=io.BytesIO(blob), mode="r:*", encoding="utf-8", errors="surrogateescape"
+    ) as tf:
+        out = []
+        for info in tf:
+            if info.isreg():
+                f = tf.extractfile(info)
+                assert f is not None
+                out.append((info.name, f.read(), info.offset))
+        return out
+
+
+def _positions(stream: Any, bufsize: int) -> tuple[list[tuple[str, bytes, int]], int]:
+    got: list[tuple[str, bytes, int]] = []
+    end = -1
+    for name, data, offset in iter_tar_positions(stream, bufsize=bufsize):
+        if name is None:
+            end = offset
+        else:
+            got.append((name, bytes(data), offset))
+    return got, end
+
+
+def test_member_positions_match_tarfile_offsets_on_every_read_path(
+    main: list[Archive], tmp_path: Path
+) -> None:
+    rng = random.Random(11)
+    failures, cases = [], 0
+    path = tmp_path / "shard.tar"
+    for arch in main:
+        want = tarfile_positions(arch.blob)
+        path.write_bytes(arch.blob)
+        with open(path, "rb") as mapped:
+            reads = {
+                "mmap": _positions(mapped, arch.bufsize),
+                "BytesIO": _positions(io.BytesIO(arch.blob), arch.bufsize),
+                "uneven reads": _positions(
+                    targen.ChunkedStream(arch.blob, [rng.randint(1, 2 * arch.bufsize)]),
+                    arch.bufsize,
+                ),
+            }
+        for how, (got, end) in reads.items():
+            cases += 1
+            if got != want or end != arch.end:
+                first = next(
+                    (i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), None
+                )
+                failures.append(
+                    f"{arch} ({how}): {len(got)} members, end {end}; tarfile {len(want)}, "
+                    f"end {arch.end}; first difference at member {first}"
+                )
+    assert cases == 3 * len(main)
+    assert not failures, report(failures, cases)
+
+
+def test_member_positions_with_1_to_7_byte_reads() -> None:
+    archives = targen.archives(TINY, small=True)
+    failures = []
+    for arch in archives:
+        got, end = _positions(targen.tiny_chunks(arch), arch.bufsize)
+        if got != tarfile_positions(arch.blob) or end != arch.end:
+            failures.append(f"{arch}: {len(got)} members, end {end}")
+    assert not failures, report(failures, len(archives))
 
 
 # -- the original failure, locally -----------------------------------------------------------
