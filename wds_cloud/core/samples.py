@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.tar import Warn, iter_tar
+from wds_cloud.core.tar import Warn, iter_tar, iter_tar_positions
 from wds_cloud.errors import SampleError, ShardError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
@@ -74,8 +74,8 @@ def _is_meta(name: str) -> bool:
     return name.startswith("__") and _META.match(name) is not None
 
 
-class _StopShards(Exception):
-    """Raised inside the fused reader when the handler asks to stop the whole iteration."""
+class StopShards(Exception):
+    """Raised by the readers when the handler asks to stop the whole iteration."""
 
 
 def tar_samples(
@@ -116,7 +116,7 @@ def tar_samples(
             concatenated=concatenated,
             on_warning=on_warning,
         )
-    except _StopShards:
+    except StopShards:
         return
 
 
@@ -131,21 +131,74 @@ def _shard_samples(
     concatenated: bool = False,
     on_warning: Warn | None = None,
 ) -> Iterator[Sample]:
-    """The fused reader behind :func:`tar_samples`; raises ``_StopShards`` to stop."""
-    skip: Callable[[str], bool] | None = None
-    if select_files is not None and rename_files is None:
-        select = select_files
+    """The reader behind :func:`tar_samples`; raises :class:`StopShards` to stop."""
+    entries = iter_tar_positions(
+        stream,
+        url=url,
+        concatenated=concatenated,
+        skip=_skipper(select_files, rename_files),
+        on_warning=on_warning,
+    )
+    for sample, _, _ in group_members(
+        entries,
+        url,
+        local_path=local_path,
+        handler=handler,
+        select_files=select_files,
+        rename_files=rename_files,
+    ):
+        yield sample
 
-        def skip(name: str) -> bool:
-            return not select(name)
 
+def _skipper(
+    select_files: Callable[[str], bool] | None, rename_files: Callable[[str], str] | None
+) -> Callable[[str], bool] | None:
+    """What the tar reader may skip without reading: members ``select_files`` refuses, when
+    names are not renamed first."""
+    if select_files is None or rename_files is not None:
+        return None
+    select = select_files
+
+    def skip(name: str) -> bool:
+        return not select(name)
+
+    return skip
+
+
+def group_members(
+    entries: Iterable[tuple[str | None, Any, int]],
+    url: str,
+    *,
+    start: int | None = None,
+    base: int = 0,
+    local_path: str | None = None,
+    handler: Handler = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+) -> Iterator[tuple[Sample, int, int]]:
+    """Group tar members into samples, webdataset's way; the one grouping of every reader.
+
+    ``entries`` are :func:`~wds_cloud.core.tar.iter_tar_positions`' ``(name, data, first header
+    offset)`` ending with ``(None, b"", end)``. Yields ``(sample, start, end)``: the sample's
+    byte extent, from its first header (``start`` for the first sample, default its own) to the
+    next sample's first header or the end of the archive, each shifted by ``base``; extents of
+    consecutive samples touch. A repeated extension in one sample goes to the handler. After a
+    read error the handler decides, and the sample being assembled is yielded with the members
+    read in full before it (as webdataset does) and ``end == -1``.
+
+    Raises:
+        StopShards: the handler asked to stop.
+    """
     current: Sample | None = None
     current_key: str | None = None
+    cur_start = -1 if start is None else start  # set when the first sample begins
     unkeyed: list[str] = []
     try:
-        for name, data in iter_tar(
-            stream, url=url, concatenated=concatenated, skip=skip, on_warning=on_warning
-        ):
+        for name, data, offset in entries:
+            if name is None:  # the end of the archive (or of the byte range read)
+                if current is not None:
+                    yield current, cur_start, base + offset
+                break
             if name[:2] == "__" and _is_meta(name):
                 continue
             if rename_files is not None:
@@ -172,26 +225,25 @@ def _shard_samples(
                     )
                     if handler(error):
                         continue
-                    raise _StopShards
+                    raise StopShards
                 current[ext] = data
             else:
                 if current is not None:
-                    yield current
+                    yield current, cur_start, base + offset
+                    cur_start = base + offset
+                elif start is None:
+                    cur_start = base + offset
                 current_key = key
                 current = {"__key__": key, "__url__": url, ext: data}
                 if local_path is not None:
                     current["__local_path__"] = local_path
     except ShardError as exc:
-        # As webdataset: the handler decides, and the sample being assembled is yielded with
-        # the members read in full before the error (the broken member is not among them).
         proceed = handler(exc)
         if current is not None:
-            yield current
+            yield current, cur_start, -1
         if proceed:
             return  # the rest of this shard is skipped
-        raise _StopShards from exc
-    if current is not None:
-        yield current
+        raise StopShards from exc
     if unkeyed:
         # webdataset drops these silently; we keep its grouping but say so.
         log.warning(
@@ -321,7 +373,7 @@ def tarfile_samples(
                 rename_files=rename_files,
                 concatenated=concatenated,
             )
-        except _StopShards:
+        except StopShards:
             return
         finally:
             stream.close()

@@ -341,6 +341,15 @@ class _Source:
             self.decompressor.close()
 
 
+def _log_warning(url: str | None) -> Warn:
+    """The default ``on_warning``: one WARNING log line naming the URL and the offset."""
+
+    def warn(message: str, offset: int) -> None:
+        log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
+
+    return warn
+
+
 def iter_tar(
     stream: IO[bytes] | Any,
     *,
@@ -375,10 +384,7 @@ def iter_tar(
     """
     source = _Source(stream, url, bufsize)
     if on_warning is None:
-
-        def on_warning(message: str, offset: int) -> None:
-            log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
-
+        on_warning = _log_warning(url)
     try:
         yield from _members(source, url, concatenated, skip, on_warning, True)
     finally:
@@ -408,10 +414,7 @@ def iter_tar_entries(
     """
     source = _Source(stream, url, bufsize)
     if on_warning is None:
-
-        def on_warning(message: str, offset: int) -> None:
-            log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
-
+        on_warning = _log_warning(url)
     try:
         yield from _members(source, url, False, None, on_warning, False)
     finally:
@@ -422,6 +425,7 @@ def iter_tar_positions(
     stream: IO[bytes] | Any,
     *,
     url: str | None = None,
+    concatenated: bool = False,
     skip: Skip | None = None,
     bufsize: int = DEFAULT_BUFSIZE,
     on_warning: Warn | None = None,
@@ -433,19 +437,18 @@ def iter_tar_positions(
     The first header offset is that of the first header describing the member (a PAX or GNU
     long-name header before it, else its own). Offsets are in the uncompressed stream, counted
     from the stream's first byte (a local file opened and positioned at ``n``: from the file's
-    start). Resumable reading (:mod:`wds_cloud.resume`) ties samples to these positions.
+    start). Every sample reader groups these (:func:`wds_cloud.core.samples.group_members`),
+    and resumable reading ties samples to the positions. ``concatenated``: as in
+    :func:`iter_tar` (the end entry then comes at the end of the stream).
 
     Raises:
         ShardReadError: as :func:`iter_tar`.
     """
     source = _Source(stream, url, bufsize)
     if on_warning is None:
-
-        def on_warning(message: str, offset: int) -> None:
-            log.warning("%s [url=%r, offset=%d]", message, redact_url(url or ""), offset)
-
+        on_warning = _log_warning(url)
     try:
-        yield from _members(source, url, False, skip, on_warning, True, True)
+        yield from _members(source, url, concatenated, skip, on_warning, True, True)
     finally:
         source.close()
 
@@ -491,7 +494,9 @@ def _members(
                     )
                 if at_start:
                     raise ShardReadError("empty file: not a tar archive", url=url, offset=0)
-                if seen_end:
+                if seen_end:  # concatenated archives: the stream ends after a marker
+                    if positions:
+                        yield None, b"", source.base + pos
                     return
                 if typeflag in _EXTENDED:
                     raise ShardReadError(

@@ -19,9 +19,14 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.samples import ShardOpener, _is_meta, _local_path, base_plus_ext
+from wds_cloud.core.samples import (
+    ShardOpener,
+    StopShards,
+    _local_path,
+    _skipper,
+    group_members,
+)
 from wds_cloud.core.tar import iter_tar_positions, read_full
-from wds_cloud.errors import SampleError, ShardError
 from wds_cloud.openers.registry import default_registry, url_scheme
 from wds_cloud.resume.state import SampleId, WorkItem
 
@@ -57,63 +62,41 @@ def samples_with_positions(
             shifted by ``base`` (0 for a local file positioned with ``seek``).
         complete: the stream runs to the shard's end (its last sample is the shard's last).
     """
-    skip = None
-    if select_files is not None and rename_files is None:
-        select = select_files
-
-        def skip(name: str) -> bool:
-            return not select(name)
-
-    current: dict[str, Any] | None = None
-    current_key: str | None = None
-    cur_start = start
+    entries = iter_tar_positions(
+        stream,
+        url=url,
+        skip=_skipper(select_files, rename_files),
+        on_warning=None if warn else _quiet,
+    )
+    grouped = group_members(
+        entries,
+        url,
+        start=start,
+        base=base,
+        local_path=local_path,
+        handler=handler,
+        select_files=select_files,
+        rename_files=rename_files,
+    )
+    last: tuple[dict[str, Any], int, int] | None = None  # held back: is it the shard's last?
     try:
-        for name, data, offset in iter_tar_positions(
-            stream, url=url, skip=skip, on_warning=None if warn else _quiet
-        ):
-            if name is None:  # end of archive / of the range
-                if current is not None:
-                    yield current, [(url, cur_start, base + offset, complete)]
-                return
-            if name[:2] == "__" and _is_meta(name):
-                continue
-            if rename_files is not None:
-                name = rename_files(name)
-                if select_files is not None and not select_files(name):
-                    continue
-            key, ext = base_plus_ext(name)
-            if key is None or ext is None:
-                continue
-            ext = ext.lower()
-            if key == current_key and current is not None:
-                if ext in current:
-                    error = SampleError(
-                        f"{name}: duplicate file name in tar file {ext} {list(current)}",
-                        url=url,
-                        key=key,
-                    )
-                    if handler(error):
-                        continue
-                    return
-                current[ext] = data
-                continue
-            if current is not None:
-                yield current, [(url, cur_start, base + offset, False)]
-                cur_start = base + offset
-            current_key = key
-            current = {"__key__": key, "__url__": url, ext: data}
-            if local_path is not None:
-                current["__local_path__"] = local_path
-    except ShardError as exc:
-        proceed = handler(exc)
-        if current is not None:
-            yield current, []  # partial: not tied to a position (read again on resume)
-        if not proceed:
-            raise StopReading from exc
+        for item in grouped:
+            if last is not None:
+                yield _pair(url, last, False)
+            last = item
+    except StopShards:
+        if last is not None:
+            yield _pair(url, last, False)
+        raise
+    if last is not None:
+        yield _pair(url, last, complete)
 
 
-class StopReading(Exception):
-    """The handler asked to stop the whole iteration (``warn_and_stop``/``ignore_and_stop``)."""
+def _pair(url: str, item: tuple[dict[str, Any], int, int], final: bool) -> Pair:
+    """A grouped sample with its id; one cut short by a read error (``end == -1``, kept under a
+    continuing handler) is tied to no position and is read again on resume."""
+    sample, start, end = item
+    return sample, [] if end < 0 else [(url, start, end, final)]
 
 
 def _handled(call: Callable[[], Any], handler: Handler) -> Any:
@@ -123,7 +106,7 @@ def _handled(call: Callable[[], Any], handler: Handler) -> Any:
     except Exception as exc:
         if handler(exc):
             return None
-        raise StopReading from exc
+        raise StopShards from exc
 
 
 def _cached_file(opener: ShardOpener, url: str) -> str | None:

@@ -19,7 +19,12 @@ from typing import Any
 
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.extras import ShardTally
-from wds_cloud.core.samples import ShardOpener, _url_opener_override, tarfile_samples
+from wds_cloud.core.samples import (
+    ShardOpener,
+    StopShards,
+    _url_opener_override,
+    tarfile_samples,
+)
 from wds_cloud.core.shards import (
     ShardShuffle,
     SimpleShardList,
@@ -28,7 +33,7 @@ from wds_cloud.core.shards import (
     split_by_node,
     split_by_worker,
 )
-from wds_cloud.resume.reader import Pair, StopReading, read_item
+from wds_cloud.resume.reader import Pair, read_item
 from wds_cloud.resume.state import WorkItem, remaining
 
 
@@ -103,7 +108,7 @@ class ShardSource:
         for item in items:
             try:
                 yield from read_item(item, opener, **options)
-            except StopReading:
+            except StopShards:
                 return
 
 
