@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from wds_cloud.core.curry import FilterFunction
-from wds_cloud.core.handlers import Handler, reraise_exception
+from wds_cloud.core.handlers import Handler, handled, reraise_exception
 from wds_cloud.core.loads import (
     Decode,
     cbor_loads,
@@ -429,14 +429,7 @@ def _as_handler(x: Any) -> Any:
 def _decode(
     data: Iterable[dict[str, Any]], decoder: Decoder, handler: Handler = reraise_exception
 ) -> Iterator[dict[str, Any]]:
-    for sample in data:
-        try:
-            decoded = decoder.decode(sample)
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        yield decoded
+    yield from handled(data, decoder.decode, handler)
 
 
 def decode(

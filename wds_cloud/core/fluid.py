@@ -11,10 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from wds_cloud.core import batching, stages
-from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.shuffle import shuffle as _shuffle_stage
-
-Handler = Callable[[BaseException], bool]
 
 
 class FluidInterface:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 Handler = Callable[[BaseException], bool]
 
@@ -80,3 +81,28 @@ ignore_and_continue.name = "ignore_and_continue"
 warn_and_continue.name = "warn_and_continue"
 ignore_and_stop.name = "ignore_and_stop"
 warn_and_stop.name = "warn_and_stop"
+
+
+def handled(
+    data: Iterable[Any],
+    f: Callable[[Any], Any],
+    handler: Handler,
+    *,
+    drop_none: bool = False,
+) -> Iterator[Any]:
+    """``f(item)`` for every item of ``data``, with ``handler`` deciding on an exception.
+
+    The one try/continue/stop loop of the per-sample stages: the handler returns True to skip
+    the failing item, False to end the iteration quietly, or raises. With ``drop_none`` a result
+    of ``None`` is skipped too (``map``'s filtering).
+    """
+    for item in data:
+        try:
+            result = f(item)
+        except Exception as exn:
+            if handler(exn):
+                continue
+            return
+        if drop_none and result is None:
+            continue
+        yield result

@@ -31,10 +31,8 @@ from wds_cloud.core.extras import (
     non_empty,
     repeatedly,
 )
-from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.core.handlers import Handler, handled, reraise_exception
 from wds_cloud.errors import ConfigError, SampleError, SampleKeyError
-
-Handler = Callable[[BaseException], bool]
 
 __all__ = [
     "associate",
@@ -103,18 +101,14 @@ def _map(
 
     When both sample and result are dicts, the result's ``__key__`` is set to the sample's.
     """
-    for sample in data:
-        try:
-            result = f(sample)
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        if result is None:
-            continue
+
+    def apply(sample: Any) -> Any:
+        result = f(sample)
         if isinstance(result, dict) and isinstance(sample, dict):
             result["__key__"] = sample.get("__key__")
-        yield result
+        return result
+
+    yield from handled(data, apply, handler, drop_none=True)
 
 
 def _map_dict(
@@ -132,21 +126,19 @@ def _map_dict(
         if not callable(f):
             raise ConfigError(f"map_dict: {key}={f!r} is not callable")
     items = list(kw.items())
-    for sample in data:
-        try:
-            for k, f in items:
-                try:
-                    value = sample[k]
-                except KeyError:
-                    raise SampleKeyError(
-                        f"map_dict: key {k!r} not in sample keys {_keys(sample)}", **_where(sample)
-                    ) from None
-                sample[k] = f(value)
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        yield sample
+
+    def apply(sample: Any) -> Any:
+        for k, f in items:
+            try:
+                value = sample[k]
+            except KeyError:
+                raise SampleKeyError(
+                    f"map_dict: key {k!r} not in sample keys {_keys(sample)}", **_where(sample)
+                ) from None
+            sample[k] = f(value)
+        return sample
+
+    yield from handled(data, apply, handler)
 
 
 def _identity(x: Any) -> Any:
@@ -161,18 +153,16 @@ def _map_tuple(
     for f in funcs:
         if not callable(f):
             raise ConfigError(f"map_tuple: {f!r} is not callable")
-    for sample in data:
-        try:
-            if not isinstance(sample, (list, tuple)):
-                raise SampleError(f"map_tuple: expected a tuple, got {type(sample).__name__}")
-            out = list(sample)
-            for i in range(builtins.min(len(funcs), len(out))):
-                out[i] = funcs[i](out[i])
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        yield tuple(out)
+
+    def apply(sample: Any) -> tuple[Any, ...]:
+        if not isinstance(sample, (list, tuple)):
+            raise SampleError(f"map_tuple: expected a tuple, got {type(sample).__name__}")
+        out = list(sample)
+        for i in range(builtins.min(len(funcs), len(out))):
+            out[i] = funcs[i](out[i])
+        return tuple(out)
+
+    yield from handled(data, apply, handler)
 
 
 def _to_tuple(
@@ -207,42 +197,39 @@ def _to_tuple(
             f"to_tuple: missing {gone} (sample keys {_keys(sample)})", **_where(sample)
         )
 
-    for sample in data:
-        try:
-            if simple and getter is not None:
-                try:
-                    result = getter(sample)
-                    if single:
-                        result = (result,)
-                except KeyError:
+    def convert(sample: Any) -> Any:
+        if simple and getter is not None:
+            try:
+                result = getter(sample)
+                if single:
+                    result = (result,)
+            except KeyError:
+                if missing_is_error:
+                    raise missing(sample) from None
+                result = tuple([sample.get(k) for k in names])
+        else:
+            out = []
+            for alts in spec:
+                for k in alts:
+                    if k in sample:
+                        out.append(sample[k])
+                        break
+                else:
                     if missing_is_error:
-                        raise missing(sample) from None
-                    result = tuple([sample.get(k) for k in names])
-            else:
-                out = []
-                for alts in spec:
-                    for k in alts:
-                        if k in sample:
-                            out.append(sample[k])
-                            break
-                    else:
-                        if missing_is_error:
-                            raise missing(sample)
-                        out.append(None)
-                result = tuple(out)
-            if none_is_error:
-                for v in result:
-                    if v is None:
-                        bad = [";".join(a) for a, x in zip(spec, result, strict=True) if x is None]
-                        raise SampleError(
-                            f"to_tuple: {bad} missing or None (sample keys {_keys(sample)})",
-                            **_where(sample),
-                        )
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        yield result
+                        raise missing(sample)
+                    out.append(None)
+            result = tuple(out)
+        if none_is_error:
+            for v in result:
+                if v is None:
+                    bad = [";".join(a) for a, x in zip(spec, result, strict=True) if x is None]
+                    raise SampleError(
+                        f"to_tuple: {bad} missing or None (sample keys {_keys(sample)})",
+                        **_where(sample),
+                    )
+        return result
+
+    yield from handled(data, convert, handler)
 
 
 def _select(data: Iterable[Any], predicate: Callable[[Any], Any]) -> Iterator[Any]:
@@ -265,19 +252,17 @@ def _rename(
     """
     spec = [(new, old.split(";") if isinstance(old, str) else list(old)) for new, old in kw.items()]
     replaced = {k for _, alts in spec for k in alts}
-    for sample in data:
-        try:
-            if keep:
-                result = {k: v for k, v in sample.items() if k not in replaced}
-            else:
-                result = {}
-            for new, alts in spec:
-                result[new] = getfirst(sample, alts)
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        yield result
+
+    def convert(sample: Any) -> dict[str, Any]:
+        if keep:
+            result = {k: v for k, v in sample.items() if k not in replaced}
+        else:
+            result = {}
+        for new, alts in spec:
+            result[new] = getfirst(sample, alts)
+        return result
+
+    yield from handled(data, convert, handler)
 
 
 def _compile_patterns(patterns: str | Iterable[str]) -> re.Pattern[str]:
@@ -345,14 +330,7 @@ def _rename_keys(
             )
         return out
 
-    for sample in data:
-        try:
-            result = convert(sample)
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        yield result
+    yield from handled(data, convert, handler)
 
 
 def _extract_keys(
@@ -396,14 +374,10 @@ def _extract_keys(
             cache[keys] = chosen
         return chosen
 
-    for sample in data:
-        try:
-            chosen = resolve(sample)
-        except Exception as exn:
-            if handler(exn):
-                continue
-            break
-        yield tuple([sample[k] for k in chosen])
+    def extract(sample: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple([sample[k] for k in resolve(sample)])
+
+    yield from handled(data, extract, handler)
 
 
 def _slice(data: Iterable[Any], *args: int | None) -> Iterator[Any]:

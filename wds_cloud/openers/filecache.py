@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 from urllib.parse import urlparse
 
-from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.openers.cache import ShardCache, env_cache_dir, env_cache_size, publish
 from wds_cloud.openers.cache_lru import LRUCleanup
 from wds_cloud.openers.local import url_to_path
@@ -35,7 +35,6 @@ from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[BaseException], bool]
 
 _DEFAULT_DIR = "./_cache"
 _DEFAULT_SIZE = 1e18

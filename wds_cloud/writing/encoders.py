@@ -34,7 +34,7 @@ import numpy as np
 from wds_cloud.errors import ConfigError, MissingDependencyError, SampleError
 
 Encoded = bytes | bytearray | memoryview
-Handler = Callable[[Any], Encoded]
+EncodeHandler = Callable[[Any], Encoded]
 SampleEncoder = Callable[[dict[str, Any]], dict[str, Any]]
 
 BYTES_TYPES = (bytes, bytearray, memoryview)
@@ -231,7 +231,9 @@ def imageencoder(image: Any, format: str = "PNG") -> bytes:
     return stream.getvalue()
 
 
-def add_handlers(d: dict[str, Handler], keys: str | Iterable[str], value: Handler) -> None:
+def add_handlers(
+    d: dict[str, EncodeHandler], keys: str | Iterable[str], value: EncodeHandler
+) -> None:
     """Set ``d[k] = value`` for each of ``keys`` (a list, or a space-separated string)."""
     if isinstance(keys, str):
         keys = keys.split()
@@ -239,9 +241,9 @@ def add_handlers(d: dict[str, Handler], keys: str | Iterable[str], value: Handle
         d[k] = value
 
 
-def make_handlers() -> dict[str, Handler]:
+def make_handlers() -> dict[str, EncodeHandler]:
     """A fresh extension -> encoder table with every default (extend it and pass it on)."""
-    handlers: dict[str, Handler] = {}
+    handlers: dict[str, EncodeHandler] = {}
     add_handlers(handlers, "cls cls2 class count index inx id", encode_cls)
     add_handlers(handlers, "txt text transcript html htm", encode_text)
     add_handlers(handlers, "pyd pickle", encode_pickle)
@@ -263,7 +265,7 @@ def make_handlers() -> dict[str, Handler]:
     return handlers
 
 
-default_handlers: dict[str, Handler] = make_handlers()
+default_handlers: dict[str, EncodeHandler] = make_handlers()
 """The table ``encoder=True`` uses, as in webdataset: entries added here apply to every
 ``TarWriter`` built with the default encoder afterwards. Prefer passing your own table
 (``{**make_handlers(), "ext": fn}``) to changing this one."""
@@ -277,7 +279,7 @@ def dispatch_extension(field: str) -> tuple[str, bool]:
 
 
 def encode_value(
-    value: Any, field: str, handlers: Mapping[str, Handler] | None, *, key: Any = None
+    value: Any, field: str, handlers: Mapping[str, EncodeHandler] | None, *, key: Any = None
 ) -> Encoded:
     """Encode one field of a sample.
 
@@ -330,7 +332,7 @@ def encode_value(
 
 
 def encode_based_on_extension(
-    sample: dict[str, Any], handlers: Mapping[str, Handler] | None
+    sample: dict[str, Any], handlers: Mapping[str, EncodeHandler] | None
 ) -> dict[str, Any]:
     """Encode every field of ``sample`` with :func:`encode_value` (webdataset's function).
 
@@ -347,7 +349,7 @@ def encode_based_on_extension(
     }
 
 
-def make_encoder(spec: bool | Mapping[str, Handler] | SampleEncoder | None) -> SampleEncoder:
+def make_encoder(spec: bool | Mapping[str, EncodeHandler] | SampleEncoder | None) -> SampleEncoder:
     """Turn ``TarWriter``'s ``encoder=`` argument into a whole-sample encoder.
 
     Args:
@@ -361,7 +363,7 @@ def make_encoder(spec: bool | Mapping[str, Handler] | SampleEncoder | None) -> S
     if callable(spec):
         return spec
     if spec is True:
-        handlers: Mapping[str, Handler] | None = default_handlers
+        handlers: Mapping[str, EncodeHandler] | None = default_handlers
     elif spec is False or spec is None:
         handlers = None
     elif isinstance(spec, Mapping):
