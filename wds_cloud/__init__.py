@@ -16,9 +16,269 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the tables below
+    from types import ModuleType
+
+    from wds_cloud.bench import (
+        BenchResult as BenchResult,
+        bench_loader as bench_loader,
+        bench_urls as bench_urls,
+    )
+    from wds_cloud.core.avdecode import (
+        torch_audio as torch_audio,
+        torch_video as torch_video,
+    )
+    from wds_cloud.core.batching import (
+        batched as batched,
+        listed as listed,
+        unbatched as unbatched,
+        unlisted as unlisted,
+    )
+    from wds_cloud.core.cbors import (
+        cbors_to_samples as cbors_to_samples,
+        msgpacks_to_samples as msgpacks_to_samples,
+    )
+    from wds_cloud.core.collate import (
+        default_collation_fn as default_collation_fn,
+        torch_collate as torch_collate,
+    )
+    from wds_cloud.core.curry import (
+        pipelinefilter as pipelinefilter,
+    )
+    from wds_cloud.core.decode import (
+        Continue as Continue,
+        Decoder as Decoder,
+        DecodingError as DecodingError,
+        basichandlers as basichandlers,
+        decode as decode,
+        gzfilter as gzfilter,
+        handle_extension as handle_extension,
+    )
+    from wds_cloud.core.dirshards import (
+        DirectoryShardList as DirectoryShardList,
+    )
+    from wds_cloud.core.fluid import (
+        Cached as Cached,
+        FluidInterface as FluidInterface,
+    )
+    from wds_cloud.core.handlers import (
+        ContinueHandler as ContinueHandler,
+        StopHandler as StopHandler,
+        ignore_and_continue as ignore_and_continue,
+        ignore_and_stop as ignore_and_stop,
+        reraise_exception as reraise_exception,
+        warn_and_continue as warn_and_continue,
+        warn_and_stop as warn_and_stop,
+    )
+    from wds_cloud.core.imagedecode import (
+        ImageHandler as ImageHandler,
+        imagehandler as imagehandler,
+    )
+    from wds_cloud.core.lmdbcache import (
+        LMDBCached as LMDBCached,
+    )
+    from wds_cloud.core.loads import (
+        torch_loads as torch_loads,
+    )
+    from wds_cloud.core.mix import (
+        RandomMix as RandomMix,
+        RoundRobin as RoundRobin,
+    )
+    from wds_cloud.core.multishard import (
+        MultiShardSample as MultiShardSample,
+    )
+    from wds_cloud.core.samples import (
+        base_plus_ext as base_plus_ext,
+        group_by_keys as group_by_keys,
+        tar_file_expander as tar_file_expander,
+        tar_samples as tar_samples,
+        tarfile_samples as tarfile_samples,
+        tarfile_to_samples as tarfile_to_samples,
+        url_opener as url_opener,
+    )
+    from wds_cloud.core.shards import (
+        ResampledShards as ResampledShards,
+        SimpleShardList as SimpleShardList,
+        resampled as resampled,
+        shardspec as shardspec,
+        shuffle_shards as shuffle_shards,
+        single_node_only as single_node_only,
+        split_by_node as split_by_node,
+        split_by_sample as split_by_sample,
+        split_by_worker as split_by_worker,
+    )
+    from wds_cloud.core.shuffle import (
+        detshuffle as detshuffle,
+        shuffle as shuffle,
+    )
+    from wds_cloud.core.stages import (
+        associate as associate,
+        check_empty as check_empty,
+        extract_keys as extract_keys,
+        getfirst as getfirst,
+        info as info,
+        log_keys as log_keys,
+        map as map,
+        map_dict as map_dict,
+        map_tuple as map_tuple,
+        non_empty as non_empty,
+        rename as rename,
+        rename_keys as rename_keys,
+        repeatedly as repeatedly,
+        rsample as rsample,
+        select as select,
+        slice as slice,
+        to_tuple as to_tuple,
+    )
+    from wds_cloud.core.tar import (
+        iter_tar as iter_tar,
+    )
+    from wds_cloud.core.utils import (
+        PipelineStage as PipelineStage,
+        transform_with as transform_with,
+    )
+    from wds_cloud.core.xdecode import (
+        xdecode as xdecode,
+    )
+    from wds_cloud.dsort import (
+        DsortJobError as DsortJobError,
+        DsortResult as DsortResult,
+        DsortSpec as DsortSpec,
+        DsortTimeoutError as DsortTimeoutError,
+    )
+    from wds_cloud.errors import (
+        ConfigError as ConfigError,
+        DsortSpecError as DsortSpecError,
+        MissingDependencyError as MissingDependencyError,
+        SampleError as SampleError,
+        SampleKeyError as SampleKeyError,
+        ShardError as ShardError,
+        ShardNotFoundError as ShardNotFoundError,
+        ShardOpenError as ShardOpenError,
+        ShardReadError as ShardReadError,
+        UnsupportedSchemeError as UnsupportedSchemeError,
+        UploadError as UploadError,
+        WdsCloudError as WdsCloudError,
+    )
+    from wds_cloud.index.build import (
+        build_index as build_index,
+    )
+    from wds_cloud.index.check import (
+        check_index as check_index,
+    )
+    from wds_cloud.index.datasetjson import (
+        DatasetIndex as DatasetIndex,
+        load_dataset_json as load_dataset_json,
+    )
+    from wds_cloud.index.format import (
+        ShardIndex as ShardIndex,
+    )
+    from wds_cloud.listing import (
+        list_shards as list_shards,
+    )
+    from wds_cloud.openers.ais import (
+        AisConfig as AisConfig,
+        AisOpener as AisOpener,
+    )
+    from wds_cloud.openers.cache import (
+        ShardCache as ShardCache,
+    )
+    from wds_cloud.openers.cache_lru import (
+        LRUCleanup as LRUCleanup,
+    )
+    from wds_cloud.openers.filecache import (
+        pipe_cleaner as pipe_cleaner,
+    )
+    from wds_cloud.openers.gcs import (
+        GcsConfig as GcsConfig,
+        GcsOpener as GcsOpener,
+    )
+    from wds_cloud.openers.gopen import (
+        gopen as gopen,
+        gopen_schemes as gopen_schemes,
+    )
+    from wds_cloud.openers.http import (
+        HttpConfig as HttpConfig,
+        HttpOpener as HttpOpener,
+    )
+    from wds_cloud.openers.local import (
+        LocalOpener as LocalOpener,
+    )
+    from wds_cloud.openers.pipe import (
+        PipeOpener as PipeOpener,
+    )
+    from wds_cloud.openers.registry import (
+        OpenerRegistry as OpenerRegistry,
+        default_registry as default_registry,
+        open_url as open_url,
+        read_range as read_range,
+        register_opener as register_opener,
+    )
+    from wds_cloud.openers.s3 import (
+        S3Config as S3Config,
+        S3Opener as S3Opener,
+    )
+    from wds_cloud.preview import (
+        contact_sheet as contact_sheet,
+    )
+    from wds_cloud.pytorch import (
+        DataPipeline as DataPipeline,
+        FluidWrapper as FluidWrapper,
+        IndexedWebDataset as IndexedWebDataset,
+        MockDataset as MockDataset,
+        WebDataset as WebDataset,
+        WebLoader as WebLoader,
+        with_epoch as with_epoch,
+        with_length as with_length,
+    )
+    from wds_cloud.pytorch.builder import (
+        DevicePrefetcher as DevicePrefetcher,
+        make_loader as make_loader,
+    )
+    from wds_cloud.sagemaker import (
+        SageMakerEnv as SageMakerEnv,
+        channel_shards as channel_shards,
+        sagemaker_dataset as sagemaker_dataset,
+    )
+    from wds_cloud.urls import (
+        expand_urls as expand_urls,
+    )
+    from wds_cloud.webdataset_api import (
+        alias_webdataset as alias_webdataset,
+        webdataset_module as webdataset_module,
+    )
+    from wds_cloud.writing.encoders import (
+        numpy_dumps as numpy_dumps,
+        torch_dumps as torch_dumps,
+    )
+    from wds_cloud.writing.shardwriter import (
+        ShardWriter as ShardWriter,
+    )
+    from wds_cloud.writing.tarwriter import (
+        TarWriter as TarWriter,
+    )
+    from wds_cloud.writing.upload import (
+        upload_shards as upload_shards,
+    )
+
+    # webdataset's module names, built on first use by wds_cloud.webdataset_api
+    autodecode: ModuleType
+    cache: ModuleType
+    compat: ModuleType
+    extradatasets: ModuleType
+    filters: ModuleType
+    handlers: ModuleType
+    mix: ModuleType
+    pipeline: ModuleType
+    shardlists: ModuleType
+    tariterators: ModuleType
+    tenbin: ModuleType
+    utils: ModuleType
+    writer: ModuleType
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -213,19 +473,21 @@ def _torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None and name in _TORCH_AWARE:
-        module = "wds_cloud.pytorch" if _torch_available() else _TORCH_AWARE[name]
-    if module is None and name in _WEBDATASET_MODULES:
-        from wds_cloud.webdataset_api import webdataset_module
+if not TYPE_CHECKING:  # type checkers see the imports above, so a misspelt name fails
 
-        return webdataset_module(name)  # wds.utils, wds.filters, ... as in webdataset
-    if module is None:
-        raise AttributeError(f"module 'wds_cloud' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # resolve once
-    return value
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None and name in _TORCH_AWARE:
+            module = "wds_cloud.pytorch" if _torch_available() else _TORCH_AWARE[name]
+        if module is None and name in _WEBDATASET_MODULES:
+            from wds_cloud.webdataset_api import webdataset_module
+
+            return webdataset_module(name)  # wds.utils, wds.filters, ... as in webdataset
+        if module is None:
+            raise AttributeError(f"module 'wds_cloud' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # resolve once
+        return value
 
 
 def __dir__() -> list[str]:

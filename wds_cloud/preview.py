@@ -39,8 +39,9 @@ class ContactSheet:
 
 def sample_label(sample: dict[str, Any]) -> str:
     """The label drawn under a thumbnail (see the module docstring); ``""`` when none."""
-    if isinstance(sample.get("cls"), bytes):
-        return sample["cls"].decode("utf-8", "replace").strip()
+    cls = sample.get("cls")
+    if isinstance(cls, bytes):
+        return cls.decode("utf-8", "replace").strip()
     if isinstance(sample.get("json"), bytes):
         try:
             value = json.loads(sample["json"])

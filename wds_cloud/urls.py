@@ -9,8 +9,13 @@ from dataclasses import dataclass
 from itertools import chain
 from urllib.parse import parse_qsl, urlsplit
 
-from wds_cloud.braces import BracePattern, check_count, describe_count, parse_braces
-from wds_cloud.braces import max_urls as _max_urls
+from wds_cloud.braces import (
+    BracePattern,
+    check_count,
+    describe_count,
+    max_urls as _max_urls,
+    parse_braces,
+)
 from wds_cloud.errors import ConfigError
 from wds_cloud.redact import redact_url
 

@@ -58,7 +58,11 @@ def test_fluid_methods_copy_and_chain(shards, clean_env):
     derived = base.shuffle(5, seed=1).map(lambda s: s).select(lambda s: True)
     assert len(base.pipeline) == n and len(derived.pipeline) == n + 3
     assert base.shuffle(0) is base
-    assert base.with_epoch(3) is base and base.repeat(2) is base and base.with_length(3) is base
+    assert (
+        base.with_epoch(3) is base
+        and base.repeat(2) is base
+        and base.with_length(3, silent=True) is base
+    )
 
 
 def test_every_fluid_method(shards, clean_env, tmp_path):
@@ -216,7 +220,7 @@ def test_fluid_wrapper_and_mixing():
 
 def test_webdataset_pickles_with_length(shards, clean_env):
     ds = compat.WebDataset(shards.pattern, shardshuffle=True).decode().to_tuple("txt", "cls")
-    ds = ds.with_epoch(30).with_length(30)
+    ds = ds.with_epoch(30).with_length(30, silent=True)
     clone = pickle.loads(pickle.dumps(ds))
     assert len(clone) == 30 and len(list(clone)) == 30
     assert isinstance(clone, fluid.FluidInterface)

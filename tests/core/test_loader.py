@@ -82,7 +82,7 @@ def test_spawn_pickles_full_pipeline_with_length(shards, clean_env):
         .decode()
         .to_tuple("txt", "cls")
         .with_epoch(40)
-        .with_length(40)
+        .with_length(40, silent=True)
     )
     loader = DataLoader(ds, num_workers=1, batch_size=None, multiprocessing_context="spawn")
     assert len(loader) == 40

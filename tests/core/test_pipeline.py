@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import pytest
 
@@ -102,8 +103,12 @@ def test_with_length_and_no_length():
     with pytest.raises(TypeError, match="with_length"):
         len(ds)
     assert bool(ds) and list(ds) == [0, 1, 2, 3, 4]  # list() tolerates the TypeError
-    assert ds.with_length(42) is ds and len(ds) == 42
-    assert len(pickle.loads(pickle.dumps(ds))) == 42
+    with pytest.warns(UserWarning, match="does not change the number of samples"):
+        assert ds.with_length(42) is ds and len(ds) == 42
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(ds.with_length(43, silent=True)) == 43  # webdataset's silent=True: no warning
+    assert len(pickle.loads(pickle.dumps(ds))) == 43
     assert list(ds) == [0, 1, 2, 3, 4]  # length does not change the epoch
 
 
@@ -129,7 +134,7 @@ def test_full_pipeline_pickles_and_runs(shards, clean_env):
             batched(8),
         )
         .with_epoch(11)
-        .with_length(11)
+        .with_length(11, silent=True)
     )
     clone = pickle.loads(pickle.dumps(ds))
     out = list(clone)

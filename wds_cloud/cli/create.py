@@ -184,7 +184,8 @@ def _shard_names(args: argparse.Namespace) -> str:
                 f"create: -o {redact_url(args.output)!r} already holds the shard name pattern; "
                 "leave out --pattern (or give -o a directory)"
             )
-        target, flag = args.output, "-o"
+        target: str = args.output
+        flag = "-o"
     else:
         pattern = _DEFAULT_PATTERN if args.pattern is None else args.pattern
         _check_pattern(pattern, args.output)

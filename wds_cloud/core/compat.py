@@ -114,7 +114,7 @@ class WebDataset(DataPipeline, FluidInterface):
         if (dataset := dataset_spec(urls, registry)) is not None:  # a wids dataset index
             urls = dataset.urls
             self.index_samples = dataset.nsamples
-            self.with_length(dataset.nsamples)
+            self.with_length(dataset.nsamples, silent=True)
         if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml"))):
             raise ConfigError(
                 f"WebDataset({urls!r}): YAML dataset specifications are not supported; "

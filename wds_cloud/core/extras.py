@@ -35,7 +35,7 @@ def _info(
 
 
 def _associate(
-    data: Iterable[Any], associator: Callable[[str], dict] | dict[str, dict]
+    data: Iterable[Any], associator: Callable[[str], dict[str, Any]] | dict[str, dict[str, Any]]
 ) -> Iterator[Any]:
     """Merge ``associator(sample["__key__"])`` (or ``associator[key]``, default ``{}``) into
     each sample, in place."""

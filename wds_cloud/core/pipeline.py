@@ -12,8 +12,9 @@ from __future__ import annotations
 import copy
 import itertools
 import sys
+import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
 
@@ -24,14 +25,17 @@ def invoke_stage(f: Any, *src: Any) -> Iterator[Any]:
     Raises:
         ConfigError: ``f`` is not a valid stage.
     """
+    result: Iterator[Any]
     if hasattr(f, "run") and not isinstance(f, type):
-        return f.run(*src)
+        result = f.run(*src)
+        return result
     if isinstance(f, list):
         return iter(f)
     if not src and hasattr(f, "__iter__"):
         return iter(f)
     if callable(f):
-        return f(*src)
+        result = f(*src)
+        return result
     raise ConfigError(f"{f!r} is not a valid pipeline stage (need a callable, iterable or .run)")
 
 
@@ -161,7 +165,7 @@ class DataPipeline:
         """Append a stage in place."""
         self.pipeline.append(f)
 
-    def compose(self, *stages: Any) -> Any:
+    def compose(self, *stages: Any) -> Self:
         """Return a shallow copy with ``stages`` appended (the original is unchanged)."""
         result = copy.copy(self)
         result.pipeline = list(self.pipeline)
@@ -171,7 +175,7 @@ class DataPipeline:
 
     # -- epochs and length -----------------------------------------------------------------
 
-    def with_epoch(self, nsamples: int = -1, nbatches: int = -1, *, per_rank: bool = False) -> Any:
+    def with_epoch(self, nsamples: int = -1, nbatches: int = -1, *, per_rank: bool = False) -> Self:
         """Make every ``iter()`` yield exactly ``max(nsamples, nbatches)`` items, restarting the
         pipeline when it runs dry (modifies and returns ``self``).
 
@@ -190,17 +194,25 @@ class DataPipeline:
         self.per_rank = per_rank
         return self
 
-    def repeat(self, nepochs: int = -1, nbatches: int = -1) -> Any:
+    def repeat(self, nepochs: int = -1, nbatches: int = -1) -> Self:
         """Repeat ``nepochs`` passes (forever if ``<= 0``), capped at ``nbatches`` items."""
         self.repetitions = nepochs if nepochs > 0 else sys.maxsize
         self.nsamples = nbatches
         return self
 
-    def with_length(self, n: int, silent: bool = False) -> Any:
+    def with_length(self, n: int, silent: bool = False) -> Self:
         """Make ``len()`` return ``n`` (modifies and returns ``self``; pickles under spawn).
 
         This does not change how many samples an epoch yields; combine with ``with_epoch``.
+        As webdataset, it warns saying so unless ``silent=True``.
         """
+        if not silent:
+            warnings.warn(
+                ".with_length() only sets the value of __len__ for compatibility with some "
+                "training environments; it does not change the number of samples in an epoch "
+                "(use .with_epoch(n) for that; silent=True hides this warning)",
+                stacklevel=2,
+            )
         self.size = int(n)
         return self
 
@@ -232,7 +244,7 @@ class DataPipeline:
             if hasattr(stage, "close") and not isinstance(stage, type):
                 stage.close()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -265,8 +265,9 @@ def _local_path(url: str) -> str | None:
 def _shard_url(item: Any) -> str:
     if isinstance(item, str):
         return item
-    if isinstance(item, dict) and isinstance(item.get("url"), str):
-        return item["url"]
+    url = item.get("url") if isinstance(item, dict) else None
+    if isinstance(url, str):
+        return url
     raise SampleError(f"shard list items must be URL strings or dicts with 'url', got {item!r}")
 
 
@@ -394,7 +395,11 @@ def _url_opener_override() -> Callable[..., Iterator[Sample]] | None:
     """
     global _logged_override
     package = sys.modules.get("wds_cloud")
-    for candidate in (globals()["url_opener"], getattr(package, "__dict__", {}).get("url_opener")):
+    assigned: tuple[Callable[..., Iterator[Sample]] | None, ...] = (
+        globals()["url_opener"],
+        getattr(package, "__dict__", {}).get("url_opener"),
+    )
+    for candidate in assigned:
         if candidate is not None and candidate is not _default_url_opener:
             if not _logged_override:
                 _logged_override = True

@@ -112,7 +112,7 @@ def _map(
 
 
 def _map_dict(
-    data: Iterable[Any], handler: Handler = reraise_exception, **kw: Callable
+    data: Iterable[Any], handler: Handler = reraise_exception, **kw: Callable[[Any], Any]
 ) -> Iterator[Any]:
     """Replace ``sample[k]`` by ``f(sample[k])`` for each ``k=f`` (in place, as webdataset).
 
@@ -146,7 +146,7 @@ def _identity(x: Any) -> Any:
 
 
 def _map_tuple(
-    data: Iterable[Any], *fs: Callable | None, handler: Handler = reraise_exception
+    data: Iterable[Any], *fs: Callable[[Any], Any] | None, handler: Handler = reraise_exception
 ) -> Iterator[Any]:
     """Apply ``fs[i]`` to field ``i`` of tuple samples (``None`` keeps the field)."""
     funcs = [_identity if f is None else f for f in fs]

@@ -14,8 +14,10 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from wds_cloud.core.shards import worker_info as pytorch_worker_info
-from wds_cloud.core.shards import worker_seed as pytorch_worker_seed
+from wds_cloud.core.shards import (
+    worker_info as pytorch_worker_info,
+    worker_seed as pytorch_worker_seed,
+)
 from wds_cloud.errors import ConfigError
 
 __all__ = [

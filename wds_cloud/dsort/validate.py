@@ -282,4 +282,5 @@ def validate(spec: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("duplicated_records", "missing_shards", "ekm_malformed_line", "ekm_missing_key"):
         if config.get(key, "ignore") not in REACTIONS:
             raise DsortSpecError(f"must be one of {REACTIONS}", field=f"Config.{key}")
-    return json.loads(json.dumps(spec))
+    copied: dict[str, Any] = json.loads(json.dumps(spec))
+    return copied

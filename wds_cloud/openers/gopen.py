@@ -39,7 +39,7 @@ from wds_cloud.security import refusal, secure_mode
 
 __all__ = ["gopen", "gopen_schemes", "reader", "rewrite_url"]
 
-GopenHandler = Callable[..., Any]
+GopenHandler = Callable[..., IO[bytes]]
 
 gopen_schemes: dict[str, GopenHandler] = {}
 """Scheme -> handler ``f(url, mode, bufsize, **kw)`` that :func:`gopen` uses instead of the
@@ -130,7 +130,8 @@ def gopen(
             raise ConfigError(f"gopen: options {sorted(options)} apply to reading only")
         from wds_cloud.writing.upload import open_sink
 
-        return open_sink(url, registry)
+        sink: IO[bytes] = open_sink(url, registry)
+        return sink
     stream = open_url(url, registry=registry, **options)
     if isinstance(stream, io.RawIOBase):
         size = bufsize if bufsize > 0 else io.DEFAULT_BUFFER_SIZE

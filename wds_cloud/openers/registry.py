@@ -180,7 +180,8 @@ class OpenerRegistry:
 
     def open(self, url: str, **options: Any) -> IO[bytes]:
         """Open ``url`` for reading with the opener registered for its scheme."""
-        return self.for_url(url).open(url, **options)
+        opener: Opener = self.for_url(url)
+        return opener.open(url, **options)
 
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
         """Bytes ``offset .. offset + length`` of ``url``: the opener's ``read_range`` (one

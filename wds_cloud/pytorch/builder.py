@@ -262,7 +262,7 @@ def make_loader(
         batch_size, collation_fn=collate or torch_collate, partial=True
     )
     if epoch_size is not None:
-        batches.with_length(math.ceil(epoch_size / batch_size))
+        batches.with_length(math.ceil(epoch_size / batch_size), silent=True)
     if device is not None:
         target = torch.device(device)
         if prefetch_to_device or target.type != "cpu":

@@ -8,6 +8,8 @@ iterates it; the core shard splitters read the worker index from
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch.utils.data import Dataset, IterableDataset
 
 from wds_cloud.core import compat, datasets, fluid, pipeline
@@ -24,7 +26,7 @@ __all__ = [
 ]
 
 
-class DataPipeline(pipeline.DataPipeline, fluid.FluidInterface, IterableDataset):
+class DataPipeline(pipeline.DataPipeline, fluid.FluidInterface, IterableDataset[Any]):
     """:class:`wds_cloud.core.pipeline.DataPipeline` that is a torch ``IterableDataset``.
 
     Also has the fluid methods (``.shuffle()``, ``.decode()``, ``.batched()``, ...), as
@@ -32,25 +34,25 @@ class DataPipeline(pipeline.DataPipeline, fluid.FluidInterface, IterableDataset)
     """
 
 
-class WebDataset(compat.WebDataset, IterableDataset):
+class WebDataset(compat.WebDataset, IterableDataset[Any]):
     """:class:`wds_cloud.core.compat.WebDataset` that is a torch ``IterableDataset``."""
 
 
-class FluidWrapper(compat.FluidWrapper, IterableDataset):
+class FluidWrapper(compat.FluidWrapper, IterableDataset[Any]):
     """:class:`wds_cloud.core.compat.FluidWrapper` that is a torch ``IterableDataset``."""
 
 
-class MockDataset(datasets.MockDataset, IterableDataset):
+class MockDataset(datasets.MockDataset, IterableDataset[Any]):
     """:class:`wds_cloud.core.datasets.MockDataset` that is a torch ``IterableDataset``."""
 
 
-class with_epoch(datasets.with_epoch, IterableDataset):
+class with_epoch(datasets.with_epoch, IterableDataset[Any]):
     """:class:`wds_cloud.core.datasets.with_epoch` that is a torch ``IterableDataset``."""
 
 
-class with_length(datasets.with_length, IterableDataset):
+class with_length(datasets.with_length, IterableDataset[Any]):
     """:class:`wds_cloud.core.datasets.with_length` that is a torch ``IterableDataset``."""
 
 
-class IndexedWebDataset(indexed.IndexedWebDataset, Dataset):
+class IndexedWebDataset(indexed.IndexedWebDataset, Dataset[Any]):
     """:class:`wds_cloud.index.indexed.IndexedWebDataset` that is a map-style torch ``Dataset``."""

@@ -41,7 +41,8 @@ class WebLoader(pipeline.DataPipeline, fluid.FluidInterface):
     @property
     def loader(self) -> DataLoader[Any]:
         """The wrapped DataLoader."""
-        return self.pipeline[0]
+        loader: DataLoader[Any] = self.pipeline[0]
+        return loader
 
     def batched(
         self,

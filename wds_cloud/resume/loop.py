@@ -161,7 +161,7 @@ def state_dict(p: Any) -> dict[str, Any]:
     """
     ledger = getattr(p, "_resume_ledger", None)
     if ledger is None:
-        pending = p.__dict__.get("_resume_pending")
+        pending: dict[str, Any] | None = p.__dict__.get("_resume_pending")
         if pending is not None:
             return pending  # loaded, not iterated yet
         if not enabled(p):
