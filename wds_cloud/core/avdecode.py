@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from wds_cloud.core.decode import KeyedHandler
+from wds_cloud.core.decodehandlers import KeyedHandler
 from wds_cloud.core.loads import Decode
 from wds_cloud.errors import MissingDependencyError
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from wds_cloud.core.decode import KeyedHandler
+from wds_cloud.core.decodehandlers import KeyedHandler
 from wds_cloud.core.jpegdecode import resolve_jpeg_decoder
 from wds_cloud.errors import ConfigError
 
