@@ -24,7 +24,7 @@ from typing import IO, Any, cast
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.tar import read_full as _read_full
+from wds_cloud.core.tarsource import read_full as _read_full
 from wds_cloud.errors import MissingDependencyError, SampleError, ShardReadError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry
 

@@ -10,38 +10,38 @@ Every header checksum is verified. Bad input raises :class:`~wds_cloud.errors.Sh
 carrying the URL, the byte offset of the offending header in the (uncompressed) stream and the
 member name; there is no hang and no allocation beyond a member's declared size.
 
+Header fields live in :mod:`wds_cloud.core.tarheader`, the byte source (mmap, buffered stream,
+decompression) in :mod:`wds_cloud.core.tarsource`; this module holds the parse loop.
+
 Why not :mod:`tarfile`: it builds a ``TarInfo`` object per header and costs tens of µs a member
 in streaming mode; this reader costs a few µs (``benchmarks/bench_core.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import logging
-import lzma
-import mmap
-import os
-import stat
 import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from wds_cloud.core.tarheader import (
+    BLOCK,
+    CHECKSUM_FIELDS,
+    REGULAR,
+    ZERO_BLOCK,
+    checksum_ok,
+    decode_name,
+    octal,
+    parse_pax,
+)
+from wds_cloud.core.tarsource import DONTNEED_STEP, READ_CHUNK, TarSource
 from wds_cloud.errors import ShardReadError
 from wds_cloud.redact import redact_url
 
-BLOCK = 512
 DEFAULT_BUFSIZE = 4 << 20
-_ZERO_BLOCK = bytes(BLOCK)
 _EXTENDED = frozenset(b"xXL")  # headers that describe the member after them
-_REGULAR = frozenset(b"0\x007")  # typeflags of regular files (0, NUL, contiguous)
 # links, devices, directories, FIFOs: the size field is not data (POSIX; tarfile agrees)
 _NO_DATA = frozenset(b"123456")
-_READ_CHUNK = 16 << 20  # bytes read at once for a member that does not fit the buffer
-_DONTNEED_STEP = 64 << 20  # mmap: release pages behind the cursor every this many bytes
-_MAGIC_GZIP = b"\x1f\x8b"
-_MAGIC_BZIP2 = b"BZh"
-_MAGIC_XZ = b"\xfd7zXZ\x00"
 
 Member = tuple[str, bytes]
 Skip = Callable[[str], bool]
@@ -49,296 +49,6 @@ Skip = Callable[[str], bool]
 Warn = Callable[[str, int], None]
 
 log = logging.getLogger(__name__)
-
-
-def _decode_name(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "surrogateescape")
-
-
-def _octal(field: bytes) -> int:
-    if field[0] & 0x80:  # GNU base-256 for values that do not fit in octal
-        value = int.from_bytes(field[1:], "big")
-        return value - (1 << (8 * (len(field) - 1))) if field[0] & 0x40 else value
-    digits = field.split(b"\x00", 1)[0].strip()
-    return int(digits, 8) if digits else 0
-
-
-_FIELDS: dict[bytes, tuple[int, int]] = {}
-
-
-def _checksum_field(field: bytes) -> tuple[int, int]:
-    """(stored checksum, byte sum of the field) for a header's 8-byte checksum field."""
-    entry = _FIELDS.get(field)
-    if entry is None:
-        entry = (_octal(field), sum(field))
-        if len(_FIELDS) < 65536:
-            _FIELDS[field] = entry
-    return entry
-
-
-def _checksum_ok(header: bytes) -> bool:
-    """True when the stored checksum matches (unsigned, or the signed variant old tars use)."""
-    try:
-        stored, field_sum = _checksum_field(header[148:156])
-    except ValueError:
-        return False
-    # Exact unsigned byte sum from Adler-32's low half: each 256-byte half sums to < 65521.
-    # The checksum is computed with its own field read as eight spaces (8 * 32 = 256).
-    total = (
-        (zlib.adler32(header[:256]) & 0xFFFF)
-        + (zlib.adler32(header[256:]) & 0xFFFF)
-        - 2
-        - field_sum
-        + 256
-    )
-    if total == stored:
-        return True
-    signed = total - 256 * sum(1 for b in header[:148] + header[156:] if b > 127)
-    return signed == stored
-
-
-def _parse_pax(data: bytes, url: str | None, offset: int) -> dict[str, str]:
-    """Parse PAX records ``"<len> key=value\\n"``; only the keys the reader uses are kept."""
-    records: dict[str, str] = {}
-    pos, end = 0, len(data)
-    while pos < end:
-        if data[pos] == 0:  # padding
-            break
-        space = data.find(b" ", pos)
-        if space < 0:
-            raise ShardReadError("malformed PAX header record", url=url, offset=offset)
-        try:
-            length = int(data[pos:space])
-        except ValueError:
-            raise ShardReadError("malformed PAX record length", url=url, offset=offset) from None
-        record = data[space + 1 : pos + length]
-        if length <= 0 or pos + length > end or not record.endswith(b"\n"):
-            raise ShardReadError("malformed PAX header record", url=url, offset=offset)
-        key, eq, value = record[:-1].partition(b"=")
-        if not eq:
-            raise ShardReadError("PAX record without '='", url=url, offset=offset)
-        if key in (b"path", b"size"):
-            records[key.decode("ascii")] = _decode_name(value)
-        pos += length
-    return records
-
-
-def is_member_header(block: bytes) -> bool:
-    """True when ``block`` is a valid tar header (checksum) of a regular file.
-
-    Random access checks the header before each member it reads from an index, so an index
-    that no longer matches its shard is caught instead of returning other bytes.
-    """
-    return (
-        len(block) == BLOCK
-        and block != _ZERO_BLOCK
-        and block[156] in _REGULAR
-        and _checksum_ok(bytes(block))
-    )
-
-
-class _Prefixed:
-    """A raw stream that first returns ``head`` (bytes already peeked) and then ``stream``."""
-
-    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
-        self.head = head
-        self.stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        if self.head:
-            if n < 0:
-                data, self.head = self.head + self.stream.read(), b""
-                return data
-            data, self.head = self.head[:n], self.head[n:]
-            return data
-        return self.stream.read(n)
-
-    def close(self) -> None:
-        pass  # the caller owns ``stream``
-
-
-def read_full(stream: Any, n: int) -> bytes:
-    """Read up to ``n`` bytes, looping over short reads; shorter only at end of stream."""
-    data = stream.read(n)
-    if data is None:
-        data = b""
-    if len(data) == n or not data:
-        return bytes(data)
-    parts = [data]
-    got = len(data)
-    while got < n:
-        more = stream.read(n - got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
-def _peek_kind(stream: Any) -> tuple[str, Any]:
-    """Detect compression from magic bytes; return (kind, stream to read the tar from)."""
-    fileno = getattr(stream, "fileno", None)
-    fd = None
-    if fileno is not None:
-        try:
-            fd = fileno()
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                fd = None
-        except (OSError, ValueError, AttributeError):
-            fd = None
-    if fd is not None:
-        try:
-            pos = stream.tell()
-            head = os.pread(fd, 6, pos)
-        except (OSError, ValueError, AttributeError):
-            fd = None
-        else:
-            if head.startswith(_MAGIC_GZIP):
-                return "gz", stream
-            if head.startswith(_MAGIC_BZIP2):
-                return "bz2", stream
-            if head.startswith(_MAGIC_XZ):
-                return "xz", stream
-            return "mmap", stream
-    head = read_full(stream, 6)
-    prefixed = _Prefixed(head, stream)
-    if head.startswith(_MAGIC_GZIP):
-        return "gz", prefixed
-    if head.startswith(_MAGIC_BZIP2):
-        return "bz2", prefixed
-    if head.startswith(_MAGIC_XZ):
-        return "xz", prefixed
-    return "raw", prefixed
-
-
-class _Source:
-    """The bytes under the parser: a mapped file or a refilled buffer over a stream."""
-
-    def __init__(self, stream: Any, url: str | None, bufsize: int) -> None:
-        self.url = url
-        self.bufsize = max(bufsize, BLOCK)  # one read must be able to complete a header
-        self.mm: mmap.mmap | None = None
-        self.base = 0  # stream offset of buf[0]
-        self.released = 0
-        self.decompressor: Any = None
-        self.pending: ShardReadError | None = None  # raised by the next read
-        kind, stream = _peek_kind(stream)
-        if kind == "mmap":
-            fd = stream.fileno()
-            start = stream.tell()
-            size = os.fstat(fd).st_size
-            if size > start:
-                self.mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-                if start:
-                    self.mm.seek(start)
-            self.buf: Any = self.mm if self.mm is not None else b""
-            self.base = 0
-            self.start = start
-            self.stream = stream
-            return
-        if kind == "gz":
-            stream = self.decompressor = gzip.GzipFile(fileobj=stream, mode="rb")
-        elif kind == "bz2":
-            stream = self.decompressor = bz2.BZ2File(stream, mode="rb")
-        elif kind == "xz":
-            stream = self.decompressor = lzma.LZMAFile(stream, mode="rb")
-        self.stream = stream
-        self.start = 0
-        self.buf = b""
-
-    def read(self, n: int) -> bytes:
-        if self.pending is not None:
-            raise self.pending
-        if self.decompressor is not None:
-            return self._read_decompressed(n)
-        try:
-            return read_full(self.stream, n)
-        except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
-            if isinstance(exc, ShardReadError):
-                raise
-            raise self._error(exc, 0) from exc
-
-    def _read_decompressed(self, n: int) -> bytes:
-        """Read ``n`` decompressed bytes one decompressor step at a time, so that a stream cut
-        or corrupted mid-way still delivers every byte decompressed before the damage; the
-        error is raised by the next read."""
-        parts = []
-        got = 0
-        while got < n:
-            try:
-                chunk = self.stream.read1(n - got)
-            except ShardReadError as exc:
-                error = exc
-            except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
-                error = self._error(exc, got)
-                error.__cause__ = exc
-            else:
-                if not chunk:
-                    break
-                parts.append(chunk)
-                got += len(chunk)
-                continue
-            if not got:
-                raise error
-            self.pending = error
-            break
-        return b"".join(parts)
-
-    def _error(self, exc: BaseException, got: int) -> ShardReadError:
-        return ShardReadError(
-            f"cannot read shard stream: {exc}",
-            url=self.url,
-            offset=self.base + len(self.buf) + got,
-        )
-
-    def refill(self, pos: int) -> int:
-        """Keep ``buf[pos:]`` and append the next block; return the new position of ``pos``.
-
-        ``pos`` may lie past the end of the buffer: the padding of a member whose data ended
-        inside the buffer can run beyond it (buffer ends are not 512-aligned after a large
-        member). Those padding bytes are still in the stream and are skipped here; a stream
-        that ends inside them leaves an empty buffer, which the caller reports as truncation.
-        """
-        behind = pos - len(self.buf)
-        if behind > 0:
-            self.skip(behind)
-            rest = b""
-        else:
-            rest = self.buf[pos:]
-        self.base += pos
-        self.buf = rest + self.read(self.bufsize)
-        return 0
-
-    def skip(self, n: int) -> None:
-        """Read and drop ``n`` bytes of the stream (fewer at its end)."""
-        while n > 0:
-            chunk = self.read(min(n, _READ_CHUNK))
-            if not chunk:
-                return
-            n -= len(chunk)
-
-    def release(self, pos: int) -> None:
-        """mmap only: drop mapped pages behind ``pos`` from this process's resident set."""
-        if self.mm is not None and pos - self.released >= _DONTNEED_STEP:
-            upto = pos - pos % mmap.PAGESIZE
-            try:
-                self.mm.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
-            except (OSError, ValueError, AttributeError):
-                pass
-            self.released = upto
-
-    def close(self) -> None:
-        if self.mm is not None:
-            self.mm.close()
-            self.mm = None
-        if self.decompressor is not None:
-            self.decompressor.close()
 
 
 def _log_warning(url: str | None) -> Warn:
@@ -382,7 +92,7 @@ def iter_tar(
             in full and reported through ``on_warning``. The error carries ``url``, ``offset`` (of
             the member's header in the uncompressed stream) and ``member``.
     """
-    source = _Source(stream, url, bufsize)
+    source = TarSource(stream, url, bufsize)
     if on_warning is None:
         on_warning = _log_warning(url)
     try:
@@ -412,7 +122,7 @@ def iter_tar_entries(
     Raises:
         ShardReadError: as :func:`iter_tar`.
     """
-    source = _Source(stream, url, bufsize)
+    source = TarSource(stream, url, bufsize)
     if on_warning is None:
         on_warning = _log_warning(url)
     try:
@@ -444,7 +154,7 @@ def iter_tar_positions(
     Raises:
         ShardReadError: as :func:`iter_tar`.
     """
-    source = _Source(stream, url, bufsize)
+    source = TarSource(stream, url, bufsize)
     if on_warning is None:
         on_warning = _log_warning(url)
     try:
@@ -453,8 +163,10 @@ def iter_tar_positions(
         source.close()
 
 
+# The per-header loop below is deliberately one long function with its helpers bound to locals:
+# it runs once per member, and calls and attribute lookups here are most of a small shard's cost.
 def _members(
-    source: _Source,
+    source: TarSource,
     url: str | None,
     concatenated: bool,
     skip: Skip | None,
@@ -466,7 +178,7 @@ def _members(
     is False (their data is then skipped, never copied), or as ``(name, data, first header
     offset)`` followed by ``(None, b"", end of archive)`` when ``positions`` is True."""
     mapped = source.mm is not None
-    fields_get = _FIELDS.get
+    fields_get = CHECKSUM_FIELDS.get
     adler32 = zlib.adler32
     buf = source.buf
     pos = source.start if mapped else 0
@@ -517,7 +229,7 @@ def _members(
                     yield None, b"", source.base + pos
                 return
         header = buf[pos : pos + BLOCK]
-        if header == _ZERO_BLOCK:
+        if header == ZERO_BLOCK:
             if not concatenated:
                 # End of archive, unless a valid header follows this one zero block.
                 if buflen - pos < 2 * BLOCK and not mapped:
@@ -525,7 +237,7 @@ def _members(
                     buf = source.buf
                     buflen = len(buf)
                 after = buf[pos + BLOCK : pos + 2 * BLOCK]
-                if len(after) == BLOCK and after != _ZERO_BLOCK and _checksum_ok(after):
+                if len(after) == BLOCK and after != ZERO_BLOCK and checksum_ok(after):
                     warn("lone zero block inside the archive; reading on", source.base + pos)
                     pos += BLOCK
                     continue
@@ -539,13 +251,13 @@ def _members(
         header_offset = source.base + pos
         if chain < 0:
             chain = header_offset
-        # Inline fast path of _checksum_ok (see there): cached field + two Adler-32 sums.
+        # Inline fast path of checksum_ok (see there): cached field + two Adler-32 sums.
         field = fields_get(header[148:156])
         if (
             field is None
             or (adler32(header[:256]) & 0xFFFF) + (adler32(header[256:]) & 0xFFFF) + 254 - field[1]
             != field[0]
-        ) and not _checksum_ok(header):
+        ) and not checksum_ok(header):
             what = "not a tar archive" if at_start else "corrupt tar header"
             raise ShardReadError(
                 f"{what}: header checksum mismatch"
@@ -559,10 +271,10 @@ def _members(
         try:
             # 11 digits and a terminator (tarfile, GNU tar); a 12th digit in place of the
             # terminator (libarchive, members of 8 to 64 GiB) or base-256: the whole field.
-            size = int(header[124:135], 8) if header[135] <= 32 else _octal(header[124:136])
+            size = int(header[124:135], 8) if header[135] <= 32 else octal(header[124:136])
         except ValueError:
             try:
-                size = _octal(header[124:136])
+                size = octal(header[124:136])
             except ValueError:
                 raise ShardReadError(
                     f"bad size field {header[124:136]!r}", url=url, offset=header_offset
@@ -603,7 +315,7 @@ def _members(
             )
         start = pos + BLOCK
         padded = (size + 511) & ~511
-        regular = typeflag in _REGULAR
+        regular = typeflag in REGULAR
         if regular and skip is not None and skip(name):
             regular = False
         wanted = (regular and copy) or typeflag in b"xgLKX"
@@ -613,7 +325,7 @@ def _members(
             if mapped:
                 if pos > buflen:
                     pos = buflen  # the last member's padding may be cut; the check below catches a missing end
-                if pos - source.released >= _DONTNEED_STEP:
+                if pos - source.released >= DONTNEED_STEP:
                     source.release(pos)
         elif mapped:
             raise ShardReadError(
@@ -637,14 +349,14 @@ def _members(
             # webdataset's TarWriter puts an mtime-only PAX header before every member: only
             # parse when a record can change what we read.
             if b"path=" in data or b"size=" in data:
-                pending = _parse_pax(data, url, header_offset)
+                pending = parse_pax(data, url, header_offset)
         elif typeflag == 0x67:  # 'g': global PAX header
-            records = _parse_pax(data, url, header_offset)
+            records = parse_pax(data, url, header_offset)
             records.pop("path", None)  # a global path would rename every member; ignore it
             global_pax.update(records)
             chain = -1
         elif typeflag == 0x4C:  # 'L': GNU long name of the next member
-            long_name = _decode_name(data.split(b"\x00", 1)[0])
+            long_name = decode_name(data.split(b"\x00", 1)[0])
         elif typeflag == 0x53:  # 'S': GNU sparse
             raise ShardReadError(
                 "GNU sparse members are not supported", url=url, offset=header_offset, member=name
@@ -654,7 +366,7 @@ def _members(
 
 
 def _take_large(
-    source: _Source,
+    source: TarSource,
     start: int,
     size: int,
     padded: int,
@@ -669,7 +381,7 @@ def _take_large(
     need = size - len(have)
     parts = [have] if wanted else []
     while need > 0:
-        chunk = source.read(min(need, _READ_CHUNK))
+        chunk = source.read(min(need, READ_CHUNK))
         if not chunk:
             raise ShardReadError(
                 f"truncated member: header declares {size} bytes, the stream ended after "

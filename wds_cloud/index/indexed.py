@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from wds_cloud.core.tar import BLOCK, is_member_header
+from wds_cloud.core.tarheader import BLOCK, is_member_header
 from wds_cloud.errors import ConfigError, SampleError, ShardNotFoundError, ShardReadError
 from wds_cloud.index.build import load_shard_index, scan_shard, shard_list
 from wds_cloud.index.datasetjson import is_dataset_json, load_dataset_json

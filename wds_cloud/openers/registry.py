@@ -196,7 +196,7 @@ class OpenerRegistry:
         method = getattr(opener, "read_range", None)
         if callable(method):
             return bytes(method(url, offset, length, **options))
-        from wds_cloud.core.tar import read_full
+        from wds_cloud.core.tarsource import read_full
         from wds_cloud.errors import ShardReadError
 
         stream = opener.open(url, **options)

@@ -26,7 +26,8 @@ from wds_cloud.core.samples import (
     _skipper,
     group_members,
 )
-from wds_cloud.core.tar import iter_tar_positions, read_full
+from wds_cloud.core.tar import iter_tar_positions
+from wds_cloud.core.tarsource import read_full
 from wds_cloud.openers.registry import default_registry, url_scheme
 from wds_cloud.resume.state import SampleId, WorkItem
 

@@ -1,0 +1,226 @@
+"""The bytes under the tar parser: a memory-mapped file or a refilled buffer over a stream.
+
+Compression (gzip, bzip2, xz) is detected from the magic bytes and decompressed here, so the
+parser in :mod:`wds_cloud.core.tar` sees one uncompressed byte sequence.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import mmap
+import os
+import stat
+import zlib
+from typing import IO, Any
+
+from wds_cloud.core.tarheader import BLOCK
+from wds_cloud.errors import ShardReadError
+
+READ_CHUNK = 16 << 20  # bytes read at once for a member that does not fit the buffer
+DONTNEED_STEP = 64 << 20  # mmap: release pages behind the cursor every this many bytes
+_MAGIC_GZIP = b"\x1f\x8b"
+_MAGIC_BZIP2 = b"BZh"
+_MAGIC_XZ = b"\xfd7zXZ\x00"
+
+
+class _Prefixed:
+    """A raw stream that first returns ``head`` (bytes already peeked) and then ``stream``."""
+
+    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
+        self.head = head
+        self.stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            if n < 0:
+                data, self.head = self.head + self.stream.read(), b""
+                return data
+            data, self.head = self.head[:n], self.head[n:]
+            return data
+        return self.stream.read(n)
+
+    def close(self) -> None:
+        pass  # the caller owns ``stream``
+
+
+def read_full(stream: Any, n: int) -> bytes:
+    """Read up to ``n`` bytes, looping over short reads; shorter only at end of stream."""
+    data = stream.read(n)
+    if data is None:
+        data = b""
+    if len(data) == n or not data:
+        return bytes(data)
+    parts = [data]
+    got = len(data)
+    while got < n:
+        more = stream.read(n - got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def _peek_kind(stream: Any) -> tuple[str, Any]:
+    """Detect compression from magic bytes; return (kind, stream to read the tar from)."""
+    fileno = getattr(stream, "fileno", None)
+    fd = None
+    if fileno is not None:
+        try:
+            fd = fileno()
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                fd = None
+        except (OSError, ValueError, AttributeError):
+            fd = None
+    if fd is not None:
+        try:
+            pos = stream.tell()
+            head = os.pread(fd, 6, pos)
+        except (OSError, ValueError, AttributeError):
+            fd = None
+        else:
+            if head.startswith(_MAGIC_GZIP):
+                return "gz", stream
+            if head.startswith(_MAGIC_BZIP2):
+                return "bz2", stream
+            if head.startswith(_MAGIC_XZ):
+                return "xz", stream
+            return "mmap", stream
+    head = read_full(stream, 6)
+    prefixed = _Prefixed(head, stream)
+    if head.startswith(_MAGIC_GZIP):
+        return "gz", prefixed
+    if head.startswith(_MAGIC_BZIP2):
+        return "bz2", prefixed
+    if head.startswith(_MAGIC_XZ):
+        return "xz", prefixed
+    return "raw", prefixed
+
+
+class TarSource:
+    """The bytes under the parser: a mapped file or a refilled buffer over a stream."""
+
+    def __init__(self, stream: Any, url: str | None, bufsize: int) -> None:
+        self.url = url
+        self.bufsize = max(bufsize, BLOCK)  # one read must be able to complete a header
+        self.mm: mmap.mmap | None = None
+        self.base = 0  # stream offset of buf[0]
+        self.released = 0
+        self.decompressor: Any = None
+        self.pending: ShardReadError | None = None  # raised by the next read
+        kind, stream = _peek_kind(stream)
+        if kind == "mmap":
+            fd = stream.fileno()
+            start = stream.tell()
+            size = os.fstat(fd).st_size
+            if size > start:
+                self.mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+                if start:
+                    self.mm.seek(start)
+            self.buf: Any = self.mm if self.mm is not None else b""
+            self.base = 0
+            self.start = start
+            self.stream = stream
+            return
+        if kind == "gz":
+            stream = self.decompressor = gzip.GzipFile(fileobj=stream, mode="rb")
+        elif kind == "bz2":
+            stream = self.decompressor = bz2.BZ2File(stream, mode="rb")
+        elif kind == "xz":
+            stream = self.decompressor = lzma.LZMAFile(stream, mode="rb")
+        self.stream = stream
+        self.start = 0
+        self.buf = b""
+
+    def read(self, n: int) -> bytes:
+        if self.pending is not None:
+            raise self.pending
+        if self.decompressor is not None:
+            return self._read_decompressed(n)
+        try:
+            return read_full(self.stream, n)
+        except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+            if isinstance(exc, ShardReadError):
+                raise
+            raise self._error(exc, 0) from exc
+
+    def _read_decompressed(self, n: int) -> bytes:
+        """Read ``n`` decompressed bytes one decompressor step at a time, so that a stream cut
+        or corrupted mid-way still delivers every byte decompressed before the damage; the
+        error is raised by the next read."""
+        parts = []
+        got = 0
+        while got < n:
+            try:
+                chunk = self.stream.read1(n - got)
+            except ShardReadError as exc:
+                error = exc
+            except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+                error = self._error(exc, got)
+                error.__cause__ = exc
+            else:
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
+                continue
+            if not got:
+                raise error
+            self.pending = error
+            break
+        return b"".join(parts)
+
+    def _error(self, exc: BaseException, got: int) -> ShardReadError:
+        return ShardReadError(
+            f"cannot read shard stream: {exc}",
+            url=self.url,
+            offset=self.base + len(self.buf) + got,
+        )
+
+    def refill(self, pos: int) -> int:
+        """Keep ``buf[pos:]`` and append the next block; return the new position of ``pos``.
+
+        ``pos`` may lie past the end of the buffer: the padding of a member whose data ended
+        inside the buffer can run beyond it (buffer ends are not 512-aligned after a large
+        member). Those padding bytes are still in the stream and are skipped here; a stream
+        that ends inside them leaves an empty buffer, which the caller reports as truncation.
+        """
+        behind = pos - len(self.buf)
+        if behind > 0:
+            self.skip(behind)
+            rest = b""
+        else:
+            rest = self.buf[pos:]
+        self.base += pos
+        self.buf = rest + self.read(self.bufsize)
+        return 0
+
+    def skip(self, n: int) -> None:
+        """Read and drop ``n`` bytes of the stream (fewer at its end)."""
+        while n > 0:
+            chunk = self.read(min(n, READ_CHUNK))
+            if not chunk:
+                return
+            n -= len(chunk)
+
+    def release(self, pos: int) -> None:
+        """mmap only: drop mapped pages behind ``pos`` from this process's resident set."""
+        if self.mm is not None and pos - self.released >= DONTNEED_STEP:
+            upto = pos - pos % mmap.PAGESIZE
+            try:
+                self.mm.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
+            except (OSError, ValueError, AttributeError):
+                pass
+            self.released = upto
+
+    def close(self) -> None:
+        if self.mm is not None:
+            self.mm.close()
+            self.mm = None
+        if self.decompressor is not None:
+            self.decompressor.close()
