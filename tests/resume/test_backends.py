@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.ais.conftest import etl_url, upper_etl  # noqa: F401 - fixtures
 from tests.emulators.ais.fixtures import ais_emulator  # noqa: F401 - fixture
 from tests.gcs.conftest import fake_gcs  # noqa: F401 - fixture
 from tests.resume.helpers import assert_exactly_once, key_of, run_interrupted, shard_bytes
@@ -227,3 +228,32 @@ def test_the_fallback_without_open_at_reads_them(backend: Backend) -> None:
         opener = StreamOnly(backend.opener(backend.opener_class, proxy.url))
         sent, tail_bytes = _resume_bytes(backend, proxy, opener, consumed=150)
     assert sent > 3 * tail_bytes  # the whole shard: 200 samples, 150 of them consumed
+
+
+@pytest.mark.ais
+def test_resume_through_an_ais_etl(ais_emulator: Any, upper_etl: str) -> None:  # noqa: F811
+    """Through an inline ETL the tail is read from the transformed object's start up to the
+    position (AIStore ignores Range there); the samples are the transformed ones, once each."""
+    import wds_cloud as wds
+    from wds_cloud.openers.ais import AisOpener
+
+    ais_emulator.store.create_bucket("etl")
+    urls, keys = [], []
+    for i in range(3):
+        data, k = shard_bytes(i, 25, payload=500)
+        ais_emulator.store.put_object("etl", f"shard-{i}.tar", data)
+        urls.append(f"ais://etl/shard-{i}.tar?etl={upper_etl}")
+        keys.extend(k)
+    opener = counting(AisOpener)(endpoint=ais_emulator.url, retries=2, backoff=0.0)
+    opener.starts = []
+    registry = _registry("ais", opener)
+
+    def make() -> Any:
+        return wds.WebDataset(urls, shardshuffle=False, registry=registry).to_tuple("txt")
+
+    delivered, _ = run_interrupted(make, [10, 30, 3])
+    assert_exactly_once([k.lower() for k in delivered], keys)
+    assert all(k == k.upper() for k in delivered)  # transformed by the ETL
+    assert sum(1 for s in opener.starts if s > 0) == 3
+    etl_gets = [r for m, p, q, r in ais_emulator.requests if m == "GET" and "etl_name" in q]
+    assert etl_gets and all(r is None for r in etl_gets)
