@@ -257,3 +257,33 @@ def test_resume_through_an_ais_etl(ais_emulator: Any, upper_etl: str) -> None:  
     assert sum(1 for s in opener.starts if s > 0) == 3
     etl_gets = [r for m, p, q, r in ais_emulator.requests if m == "GET" and "etl_name" in q]
     assert etl_gets and all(r is None for r in etl_gets)
+
+
+def test_resume_over_an_http_server_that_ignores_range(tmp_path: Path) -> None:
+    """A server answering every ranged GET with 200 and the whole shard: tails and buffered
+    samples are still the right bytes (read from the start and skipped), each sample once."""
+    import wds_cloud as wds
+    from wds_cloud.openers.http import HttpOpener
+
+    root = tmp_path / "www"
+    root.mkdir()
+    with HttpFileServer(root) as server:
+        server.ignore_range = True
+        urls, keys = [], []
+        for i in range(4):
+            data, k = shard_bytes(i, 30, payload=1000)
+            (root / f"shard-{i}.tar").write_bytes(data)
+            urls.append(server.url(f"shard-{i}.tar"))
+            keys.extend(k)
+        registry = _registry("http", HttpOpener(backoff=0.0))
+
+        def make() -> Any:
+            return (
+                wds.WebDataset(urls, shardshuffle=True, seed=9, registry=registry)
+                .shuffle(15)
+                .to_tuple("txt")
+            )
+
+        delivered, states = run_interrupted(make, [17, 45, 20])
+    assert_exactly_once(delivered, keys)
+    assert all(s["open"] for s in states)
