@@ -64,7 +64,9 @@ def _kill_when(proc: subprocess.Popen[str], log: Path, epoch: int, step: int) ->
     """SIGKILL the run once it logged ``step`` of ``epoch`` (polling the key log)."""
     deadline = time.monotonic() + 120
     while not any((e, s) >= (epoch, step) for e, s, _ in _lines(log, proc.pid)):
-        assert proc.poll() is None, f"the run ended before the kill: {proc.stderr.read()[-2000:]}"  # type: ignore[union-attr]
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise AssertionError(f"the run ended before the kill: {err[-2000:]}")
         assert time.monotonic() < deadline, "the run did not get there in time"
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)

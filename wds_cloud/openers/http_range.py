@@ -10,10 +10,10 @@ once, transparently. The read itself is :func:`~wds_cloud.openers.resume.read_sp
 resume loop, pinned to the first answer's ``ETag``.
 
 :meth:`HttpOpener.open_at` streams from a byte offset with ``Range: bytes=N-`` on a connection
-of its own (it is read to the end, like :meth:`HttpOpener.open`). A server that ignores ``Range`` and
-answers 200 sends the whole object: its first ``N`` bytes are read and dropped (correct bytes,
-at the cost of reading them; a warning says so), and a later resume of that stream fails as in
-:meth:`HttpOpener.open`.
+of its own (it is read to the end, like :meth:`HttpOpener.open`). A server that ignores
+``Range`` and answers 200 sends the whole object: its first ``N`` bytes are read and dropped
+(correct bytes, at the cost of reading them; a warning says so), and a later resume of that
+stream fails as in :meth:`HttpOpener.open`.
 """
 
 from __future__ import annotations
