@@ -349,6 +349,42 @@ class AisOpener:
         """
         if options:
             raise ConfigError(f"ais:// open() got unknown option(s) {sorted(options)} for {url!r}")
+        return self._reader(url, 0, etl, etl_args)
+
+    def open_at(
+        self,
+        url: str,
+        offset: int,
+        *,
+        etl: str | None = None,
+        etl_args: str | dict[str, Any] | None = None,
+        **options: Any,
+    ) -> IO[bytes]:
+        """Open an object for streaming from byte ``offset``: one GET with
+        ``Range: bytes=<offset>-``, resumed like :meth:`open`. Resumable loading reads shard
+        tails with it.
+
+        Through an inline ETL the output is not byte-addressable (AIStore ignores ``Range``
+        there and the transformed object has offsets of its own): the transformed object is
+        requested from its start and the bytes before ``offset`` are read and dropped.
+
+        Raises:
+            ConfigError: a negative offset, bad URL or unknown option.
+            ShardOpenError: ``offset`` beyond the end of the object (its size from a HEAD);
+                as :meth:`open`.
+            ShardNotFoundError: bucket or object missing.
+        """
+        if options:
+            raise ConfigError(
+                f"ais:// open_at() got unknown option(s) {sorted(options)} for {url!r}"
+            )
+        if offset < 0:
+            raise ConfigError(f"open_at() offset must be >= 0, got {offset} for {url!r}")
+        return self._reader(url, offset, etl, etl_args)
+
+    def _reader(
+        self, url: str, offset: int, etl: str | None, etl_args: str | dict[str, Any] | None
+    ) -> IO[bytes]:
         _require_sdk()
         target = self.target(url, etl, etl_args)
         fetcher = Fetcher(self, target)
@@ -359,6 +395,7 @@ class AisOpener:
             retry_on=fetcher.retry_on,
             explain=fetcher.explain,
         )
+        reader.position = offset
         return cast(IO[bytes], reader.start())
 
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:

@@ -19,6 +19,8 @@ from wds_cloud.openers.resume import (
     RetryableError,
     Urllib3Body,
     check_content_range,
+    content_range_total,
+    past_end,
 )
 from wds_cloud.openers.writer import CommittingWriter
 
@@ -79,9 +81,10 @@ def make_read_client(config: AisConfig) -> Any:
 class Fetcher:
     """``fetch(offset) -> Opened`` for :class:`ResumableReader` (see ``AisOpener.open``).
 
-    Without an ETL a resume is ranged and the checksum of the first answer is compared; through
-    an ETL (AIStore ignores ``Range`` there) the object is requested again from its start and
-    the reader skips the bytes already delivered.
+    Without an ETL a resume (and the first GET of ``AisOpener.open_at``) is ranged and the
+    checksum of the first answer is compared; through an ETL (AIStore ignores ``Range`` there,
+    and the transformed object has other offsets than the stored one) the object is requested
+    again from its start and the reader skips the bytes before the position.
     """
 
     retry_on: tuple[type[BaseException], ...] = (
@@ -151,6 +154,8 @@ class Fetcher:
             raise
         except Exception as exc:
             status = getattr(exc, "status_code", None)
+            if status == 416 and not self._answered and self.end is None and offset:
+                return self._past_end(offset, exc)
             if isinstance(exc, ais_errors.ErrGETConflict) or (
                 isinstance(exc, ais_errors.AISError) and status in _TRANSIENT
             ):
@@ -158,12 +163,19 @@ class Fetcher:
             action = f"GET from byte {offset}" if self._answered else "GET"
             raise self.opener._error(exc, self.target, action) from exc
         length = raw.headers.get("Content-Length")
-        size = int(length) if length is not None and raw.status == 200 else None
         self._content_range = raw.headers.get("Content-Range")
+        if raw.status == 200:
+            size = int(length) if length is not None else None
+        else:  # a ranged answer: the object's size is in Content-Range
+            size = content_range_total(self._content_range)
         if not self._answered:
             self._answered = True
             self.checksum = raw.headers.get("Ais-Checksum-Value")
-            return Opened(Urllib3Body(raw), offset if raw.status == 206 else 0, size)
+            start = offset if raw.status == 206 else 0
+            if start < offset and size is not None and size < offset:
+                raw.close()  # read from the start (ETL output): shorter than the offset
+                past_end(self.target.url, offset, size)
+            return Opened(Urllib3Body(raw), start, size)
         if self.target.etl:
             return Opened(Urllib3Body(raw), 0, size)
         checksum = raw.headers.get("Ais-Checksum-Value")
@@ -175,6 +187,16 @@ class Fetcher:
                 offset=offset,
             )
         return Opened(Urllib3Body(raw), offset if raw.status == 206 else 0, size)
+
+    def _past_end(self, offset: int, exc: Exception) -> Opened:
+        """A first GET from ``offset`` refused with 416: empty at the object's end, else an
+        error naming its size (from a HEAD)."""
+        t = self.target
+        try:
+            size = self.opener._object(t).head().size
+        except Exception as head_exc:
+            raise self.opener._error(head_exc, t, "HEAD") from exc
+        return past_end(t.url, offset, int(size))
 
 
 class AisWriter(CommittingWriter):

@@ -260,12 +260,35 @@ class GcsOpener:
                 the retries or within the stall deadline.
             MissingDependencyError: google-cloud-storage is not installed.
         """
+        return self._reader(url, 0, options)
+
+    def open_at(self, url: str, offset: int, **options: Any) -> GcsReader:
+        """Open ``gs://bucket/blob`` for streaming reads from byte ``offset``: one media GET
+        with ``Range: bytes=offset-``, its generation pinned and resumed like :meth:`open`.
+        Resumable loading reads shard tails with it.
+
+        Args:
+            url: ``gs://`` or ``gcs://`` URL.
+            offset: first byte; the object's size gives an empty stream.
+            **options: ``generation=`` reads that object generation.
+
+        Raises:
+            ConfigError: a negative offset.
+            ShardOpenError: ``offset`` beyond the end of the object; as :meth:`open`.
+            ShardNotFoundError: as :meth:`open`.
+        """
+        if offset < 0:
+            raise ConfigError(f"open_at() offset must be >= 0, got {offset} for {url!r}")
+        return self._reader(url, offset, options)
+
+    def _reader(self, url: str, offset: int, options: dict[str, Any]) -> GcsReader:
         _require_sdk()
         parsed = self._parse(url)
         fetch = MediaFetch(self, self.client(url), url, parsed, options.get("generation"))
         reader = GcsReader(
             fetch, url=url, policy=self._policy(), retry_on=read_errors(), explain=fetch.explain
         )
+        reader.position = offset
         reader.start()
         reader.generation = fetch.generation
         return reader

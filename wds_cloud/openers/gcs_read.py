@@ -7,6 +7,10 @@ the object's generation from ``X-Goog-Generation``; every resumed GET is pinned 
 (``generation=G`` with ``Range: bytes=N-``). ``Accept-Encoding: gzip`` makes GCS return the
 stored bytes as they are (no decompressive transcoding), so offsets and sizes agree. Every GET
 carries a ``(connect, read)`` timeout, the read part clipped to the stall deadline.
+
+A read from a byte offset (``GcsOpener.open_at``) starts with ``Range: bytes=N-``; the size comes
+from the answer's ``Content-Range``, so a body that ends early is resumed, not taken for the end.
+A range at the object's end or past it (416) is an empty stream or an error naming the size.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from wds_cloud.openers.resume import (
     RetryableError,
     Urllib3Body,
     check_content_range,
+    content_range_total,
+    past_end,
 )
 from wds_cloud.urls import ObjectUrl
 
@@ -153,6 +159,8 @@ class MediaFetch:
         except Exception as exc:  # credentials (token refresh) and other SDK errors
             raise translate_error(exc, url=self.url, endpoint=opener.endpoint) from exc
         status = response.status_code
+        if status == 416 and self.generation is None and self.end is None:
+            return self._past_end(response, offset)
         if status not in (200, 206):
             raise self._status_error(response, offset)
         if self.generation is None:
@@ -163,9 +171,16 @@ class MediaFetch:
                 self.generation = self.wanted
             else:  # an endpoint that does not send the header: ask the metadata
                 self.generation = int(self._current(response).generation)
-        size = stored_size(response) if status == 200 else None
         self.content_range = response.headers.get("Content-Range")
-        return Opened(Urllib3Body(response.raw), offset if status == 206 else 0, size)
+        if status == 200:
+            size = stored_size(response)
+        else:
+            size = content_range_total(self.content_range)
+        start = offset if status == 206 else 0
+        if start < offset and size is not None and size < offset:
+            response.close()  # a whole object (the range was ignored) shorter than the offset
+            past_end(self.url, offset, size)
+        return Opened(Urllib3Body(response.raw), start, size)
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
@@ -174,6 +189,23 @@ class MediaFetch:
         if isinstance(exc, RetryableError):
             return str(exc)
         return translate_error(exc, url=self.url, endpoint=self.opener.endpoint).reason
+
+    def _past_end(self, response: Any, offset: int) -> Opened:
+        """A first GET from ``offset`` refused with 416: empty at the end, else an error."""
+        from wds_cloud.openers.gcs import translate_error
+
+        size = content_range_total(response.headers.get("Content-Range"))
+        response.close()
+        if size is None:  # GCS does not always say the size: ask the metadata
+            try:
+                blob = self._metadata()
+            except Exception as exc:
+                raise translate_error(exc, url=self.url, endpoint=self.opener.endpoint) from exc
+            if blob is None:
+                raise self.opener._missing(self.client, self.parsed, self.url)
+            size = blob.size
+            self.generation = int(blob.generation)
+        return past_end(self.url, offset, size)
 
     def _metadata(self) -> Any:
         bucket = self.client.bucket(self.parsed.bucket)

@@ -17,6 +17,8 @@ dropped connection is resumed from the exact byte offset with ``Range: bytes=N-`
 ``If-Range`` pinned to the first response's ``ETag`` (or ``Last-Modified``). A resume answered
 with 200 instead of 206, or with another ``ETag``, raises :class:`ShardReadError`: the shard
 changed or the server cannot resume, and mixing two versions would corrupt samples.
+:meth:`HttpOpener.open_at` starts the stream at a byte offset (``Range: bytes=N-``) and
+:meth:`HttpOpener.read_range` reads one byte range (:mod:`wds_cloud.openers.http_range`).
 """
 
 from __future__ import annotations
@@ -297,17 +299,51 @@ class HttpOpener:
                 or a stall before the response, after the configured retries.
             ShardReadError: (while reading) the stream could not be resumed or stalled.
         """
+        return self._stream(url, 0, options)
+
+    def open_at(self, url: str, offset: int, **options: Any) -> IO[bytes]:
+        """Start streaming ``url`` from byte ``offset``: one ``Range: bytes=offset-`` GET,
+        resumed like :meth:`open`. Resumable loading reads shard tails with it.
+
+        A server that ignores ``Range`` (200) sends the whole object: the bytes before
+        ``offset`` are read and dropped, with a warning (see
+        :func:`wds_cloud.openers.http_range.first_ranged`).
+
+        Args:
+            url: ``http://`` or ``https://`` URL.
+            offset: first byte; the object's size gives an empty stream.
+            **options: ``headers`` (dict) adds request headers for this URL.
+
+        Raises:
+            ConfigError: a negative offset.
+            ShardOpenError: ``offset`` beyond the end of the object; as :meth:`open`.
+            ShardNotFoundError: HTTP 404 or 410.
+            ShardReadError: the server answered from another byte than ``offset``.
+        """
+        if offset < 0:
+            raise ConfigError(
+                f"open_at() offset must be >= 0, got {offset} for {redact_url(url)!r}"
+            )
+        return self._stream(url, offset, options)
+
+    def _stream(self, url: str, offset: int, options: dict[str, Any]) -> IO[bytes]:
         headers = {**self.config.headers, **dict(options.get("headers") or {})}
         headers.setdefault("Accept-Encoding", "identity")
         pin: _Pin | None = None
 
-        def fetch(offset: int) -> Opened:
+        def fetch(position: int) -> Opened:
             nonlocal pin
             if pin is None:
-                opened = self._first(url, headers, first := _Pin())
+                first = _Pin()
+                if position:
+                    from wds_cloud.openers.http_range import first_ranged
+
+                    opened = first_ranged(self, url, headers, position, first)
+                else:
+                    opened = self._first(url, headers, first)
                 pin = first
                 return opened
-            return self._resume(url, headers, pin, offset)
+            return self._resume(url, headers, pin, position)
 
         reader = ResumableReader(
             fetch,
@@ -317,6 +353,7 @@ class HttpOpener:
             explain=_explain,
             sleep=self._sleep,
         )
+        reader.position = offset
         return reader.start()  # type: ignore[return-value]
 
     # -- ranged reads (wds_cloud.openers.http_range) ----------------------------------------

@@ -1,4 +1,6 @@
-"""Ranged reads over HTTP(S) for random access: ``Range`` GETs on kept-alive connections.
+"""Ranged reads over HTTP(S): ``Range`` GETs on kept-alive connections for random access
+(:func:`read_range`), and the first request of streams that start at a byte offset
+(:func:`first_ranged`).
 
 Random access makes many small requests to one server; a TCP (and TLS) handshake per sample
 would cost more than the sample. Each process keeps idle connections per ``(scheme, host,
@@ -6,21 +8,37 @@ port)`` (:class:`_Pool`, at most 8 per host); a body read to its announced end h
 connection back, any other ends it. A kept connection the server closed meanwhile is replaced
 once, transparently. The read itself is :func:`~wds_cloud.openers.resume.read_span`: the one
 resume loop, pinned to the first answer's ``ETag``.
+
+:meth:`HttpOpener.open_at` streams from a byte offset with ``Range: bytes=N-`` on a connection
+of its own (it is read to the end, like :meth:`HttpOpener.open`). A server that ignores
+``Range`` and answers 200 sends the whole object: its first ``N`` bytes are read and dropped
+(correct bytes, at the cost of reading them; a warning says so), and a later resume of that
+stream fails as in :meth:`HttpOpener.open`.
 """
 
 from __future__ import annotations
 
 import http.client
+import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from wds_cloud.errors import ShardOpenError, ShardReadError
-from wds_cloud.openers.resume import Opened, check_content_range, read_span
+from wds_cloud.openers.resume import (
+    Opened,
+    check_content_range,
+    content_range_total,
+    past_end,
+    read_span,
+)
+from wds_cloud.redact import redact_url
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.http import HttpOpener
+    from wds_cloud.openers.http import HttpOpener, _Pin
+
+log = logging.getLogger(__name__)
 
 Key = tuple[str, str, int | None]
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -200,3 +218,55 @@ def read_range(opener: HttpOpener, url: str, offset: int, length: int, **options
         retry_on=RETRY_ON,
         explain=_explain,
     )
+
+
+def first_ranged(
+    opener: HttpOpener, url: str, headers: dict[str, str], offset: int, pin: _Pin
+) -> Opened:
+    """The first GET of :meth:`HttpOpener.open_at` (``Range: bytes=offset-``); fills ``pin``
+    with the answer's validators and the object's size.
+
+    Raises:
+        ShardOpenError: ``offset`` beyond the end (416, or a whole object shorter than it).
+        ShardReadError: a 206 answer from another byte than ``offset``.
+        ShardNotFoundError: HTTP 404 or 410.
+    """
+    from wds_cloud.openers.http import _Body, _content_range_start
+
+    conn, resp = opener._get(url, {**headers, "Range": f"bytes={offset}-"})
+    try:
+        if resp.status == 416:  # not satisfiable: at or past the end
+            opened = past_end(url, offset, content_range_total(resp.getheader("Content-Range")))
+            conn.close()
+            return opened
+        if resp.status not in (200, 206):
+            raise opener._status_error(url, resp)
+        pin.etag = resp.getheader("ETag")
+        pin.last_modified = resp.getheader("Last-Modified")
+        if resp.status == 206:
+            start = _content_range_start(resp.getheader("Content-Range"))
+            if start != offset:
+                raise ShardReadError(
+                    f"the server answered the range from byte {start}, not {offset}",
+                    url=url,
+                    offset=offset,
+                )
+            pin.size = content_range_total(resp.getheader("Content-Range"))
+            return Opened(_Body(conn, resp), offset, pin.size)
+        length = resp.getheader("Content-Length")
+        pin.size = int(length) if length and length.isdigit() else None
+        if pin.size is not None and pin.size < offset:
+            raise ShardOpenError(
+                f"byte offset {offset} is beyond the end of the object ({pin.size} bytes)",
+                url=url,
+                offset=offset,
+            )
+        log.warning(
+            "%s ignored Range (HTTP 200): reading and dropping its first %d bytes",
+            redact_url(url),
+            offset,
+        )
+        return Opened(_Body(conn, resp), 0, pin.size)
+    except BaseException:
+        conn.close()
+        raise

@@ -413,3 +413,34 @@ def check_content_range(value: str | None, first: int, end: int, url: str) -> No
             url=url,
             offset=first,
         )
+
+
+def content_range_total(value: str | None) -> int | None:
+    """The object size of a ``Content-Range: bytes a-b/total`` (or ``bytes */total``) header."""
+    if not value or "/" not in value:
+        return None
+    total = value.rsplit("/", 1)[1].strip()
+    return int(total) if total.isdigit() else None
+
+
+class _EmptyBody:
+    def read1(self, n: int) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
+
+
+def past_end(url: str, offset: int, size: int | None) -> Opened:
+    """What an ``open_at`` fetch returns when ``Range: bytes=offset-`` was refused as not
+    satisfiable (416): an empty stream when ``offset`` is exactly the object's ``size``.
+
+    Raises:
+        ShardOpenError: ``offset`` lies beyond the end of the object (naming its size).
+    """
+    if size is not None and offset == size:
+        return Opened(_EmptyBody(), offset, size)
+    what = f"{size} bytes" if size is not None else "its size was not given"
+    raise ShardOpenError(
+        f"byte offset {offset} is beyond the end of the object ({what})", url=url, offset=offset
+    )
