@@ -541,6 +541,8 @@ def transform(
     objects: Sequence[str] | None = None,
     ext: Mapping[str, str] | None = None,
     prepend: str = "",
+    continue_on_error: bool = True,
+    count: bool = True,
     timeout: float = 3600.0,
     progress: bool = True,
     poll_interval: float = 1.0,
@@ -548,7 +550,8 @@ def transform(
     endpoint: str | None = None,
     config: AisConfig | None = None,
 ) -> TransformResult:
-    """Starts a transform (see :func:`start_transform`) and waits for it (:func:`wait_transform`).
+    """Starts a transform and waits for it: :func:`start_transform` (same selection, naming,
+    ``continue_on_error`` and ``count``), then :func:`wait_transform`.
 
     Raises:
         TransformError: refused, objects failed (named in the message, listed in
@@ -557,7 +560,16 @@ def transform(
     """
     ais = sdk_client(client, endpoint, config)
     job = start_transform(
-        src, dst, etl, prefix=prefix, objects=objects, ext=ext, prepend=prepend, client=ais
+        src,
+        dst,
+        etl,
+        prefix=prefix,
+        objects=objects,
+        ext=ext,
+        prepend=prepend,
+        continue_on_error=continue_on_error,
+        count=count,
+        client=ais,
     )
     return wait_transform(
         job, timeout=timeout, progress=progress, poll_interval=poll_interval, client=ais

@@ -233,3 +233,39 @@ def test_cli_no_wait_then_status(ais_emulator: AisEmulator, upper_etl: str) -> N
     assert stored(ais_emulator, "out") == {n: transform_tar(d, "") for n, d in src.items()}
     unknown = cli(ais_emulator, "status", "nosuchjob", "--etl", upper_etl)
     assert unknown.returncode == 1 and "no such job" in unknown.stderr
+
+
+def test_failures_beyond_what_the_cluster_names_are_counted(
+    ais_emulator: AisEmulator, ais_client: Any, upper_etl: str
+) -> None:
+    names = [f"b{i:03d}.bin" for i in range(131)] + ["good.tar"]
+    fill(ais_emulator, "raw", names, bad=tuple(names[:131]))
+    job = at.start_transform("raw", "out", upper_etl, client=ais_client)
+    with pytest.raises(at.TransformError) as info:
+        at.wait_transform(job, client=ais_client, **FAST)
+    result = info.value.result
+    assert result is not None and (result.total, result.done, result.failed) == (132, 1, 131)
+    assert len(result.failures) == 128  # AIStore's etl.MaxObjErr
+    assert {f.name for f in result.failures} < set(names[:131])
+    # without the listing there is no total: only the named failures are counted
+    uncounted = at.start_transform("raw", "out2", upper_etl, count=False, client=ais_client)
+    assert uncounted.total is None
+    with pytest.raises(at.TransformError) as info:
+        at.wait_transform(uncounted, client=ais_client, **FAST)
+    assert info.value.result is not None and info.value.result.failed == 128
+
+
+def test_a_job_aborted_on_the_cluster_is_reported(
+    ais_emulator: AisEmulator, ais_client: Any, upper_etl: str
+) -> None:
+    fill(ais_emulator, "raw", [f"s{i}.tar" for i in range(3)])
+    ais_emulator.xactions.hold()
+    job = at.start_transform("raw", "out", upper_etl, client=ais_client)
+    running = at.transform_status(job.job_id, etl=upper_etl, client=ais_client)
+    assert (running.kind, running.src, running.dst) == ("etl-bck", "ais://raw", "ais://out")
+    assert not running.finished and running.done == 0
+    ais_client.job(job.job_id).abort()  # the SDK's Job.abort: PUT /v1/cluster "stop"
+    with pytest.raises(at.TransformError, match="aborted") as info:
+        at.wait_transform(job, client=ais_client, **FAST)
+    assert info.value.result is not None and info.value.result.aborted
+    assert ais_emulator.store.list_objects("out") == []
