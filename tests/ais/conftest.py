@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -92,6 +93,10 @@ def etl_url() -> Iterator[str]:
             proc.kill()
             err = proc.stderr.read() if proc.stderr else ""
             raise RuntimeError(f"test ETL did not start: {line!r} {err}")
+        # the server logs every failed request (stdout and stderr): drain both, or a pipe
+        # fills after a few hundred failures and the server blocks
+        for pipe in (proc.stdout, proc.stderr):
+            threading.Thread(target=pipe.read, daemon=True).start()
         yield f"http://127.0.0.1:{int(line.split()[1])}"
     finally:
         proc.terminate()

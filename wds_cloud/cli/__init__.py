@@ -38,6 +38,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
+    from wds_cloud.cli.ais import register as register_ais
     from wds_cloud.cli.create import register as register_create
     from wds_cloud.cli.dsort import register as register_dsort
     from wds_cloud.cli.index import register as register_index
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_uploads(sub)
     register_dsort(sub)
     register_index(sub)
+    register_ais(sub)
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS

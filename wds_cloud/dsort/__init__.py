@@ -11,6 +11,9 @@ Sizes: dSort parses ``output_shard_size`` with IEC units only, so ``"100MB"`` me
 (104857600 bytes). :func:`validate` accepts it and emits a :class:`DsortSizeWarning`; write
 ``"100MiB"`` to be explicit. The endpoint is ``endpoint=`` or the ``AIS_ENDPOINT`` variable.
 
+:func:`reshard_via_dsort` builds, runs and waits for the seeded-shuffle reshard of ``ais://``
+shards in one call (the generic reshard job uses it when :func:`can_reshard_via_dsort`).
+
 Old key names from earlier AIStore docs and blog posts (``extension``, ``bck``, a bare
 ``input_format`` string, ``order_file``...) are accepted everywhere a spec is read, each with a
 :class:`DsortLegacyKeyWarning` naming the current key (:func:`upgrade`).
@@ -18,6 +21,7 @@ Old key names from earlier AIStore docs and blog posts (``extension``, ``bck``, 
 
 from wds_cloud.dsort.job import DsortJobError, DsortResult, DsortTimeoutError, abort, start, wait
 from wds_cloud.dsort.legacy import DsortLegacyKeyWarning, upgrade
+from wds_cloud.dsort.reshard import ReshardSummary, can_reshard_via_dsort, reshard_via_dsort
 from wds_cloud.dsort.spec import DsortSpec, load_spec
 from wds_cloud.dsort.templates import Template, expand_template, parse_size, parse_template
 from wds_cloud.dsort.validate import DsortSizeWarning, validate
@@ -29,12 +33,15 @@ __all__ = [
     "DsortSizeWarning",
     "DsortSpec",
     "DsortTimeoutError",
+    "ReshardSummary",
     "Template",
     "abort",
+    "can_reshard_via_dsort",
     "expand_template",
     "load_spec",
     "parse_size",
     "parse_template",
+    "reshard_via_dsort",
     "start",
     "upgrade",
     "validate",

@@ -83,8 +83,12 @@ class DsortResult:
     targets: int = 0
 
 
-def _client(client: Any, endpoint: str | None, config: AisConfig | None = None) -> Any:
-    """The SDK client: the one given, else the AIStore opener's (token, timeouts, retries)."""
+def sdk_client(client: Any, endpoint: str | None, config: AisConfig | None = None) -> Any:
+    """The SDK client: the one given, else the AIStore opener's (token, timeouts, retries).
+
+    Raises:
+        ConfigError: no client, endpoint, config nor ``AIS_ENDPOINT``.
+    """
     if client is not None:
         return client
     from wds_cloud.openers.ais import AisConfig, AisOpener
@@ -100,13 +104,19 @@ def _client(client: Any, endpoint: str | None, config: AisConfig | None = None) 
     return AisOpener(config).client()
 
 
-def _translate(exc: Exception, job_id: str | None, action: str) -> Exception:
-    status = getattr(exc, "status_code", None)
+def error_text(exc: Exception) -> str:
+    """The cluster's message in an SDK error (AIStore's JSON ``message`` when there is one)."""
     text = str(getattr(exc, "message", "") or exc)
     try:
         text = json.loads(text).get("message", text)
     except (ValueError, AttributeError):
         pass
+    return str(text)
+
+
+def _translate(exc: Exception, job_id: str | None, action: str) -> Exception:
+    status = getattr(exc, "status_code", None)
+    text = error_text(exc)
     if action == "start" and status == 400:
         m = re.search(r'parse-spec: "([a-z_]+)"', text)
         field_name = m.group(1) if m else None
@@ -118,7 +128,8 @@ def _translate(exc: Exception, job_id: str | None, action: str) -> Exception:
     return DsortJobError(f"dSort {action} failed: {text}", job_id=job_id)
 
 
-def _sdk_errors() -> tuple[type[Exception], ...]:
+def sdk_errors() -> tuple[type[Exception], ...]:
+    """The SDK's request errors (empty when the SDK is missing)."""
     try:
         import requests
         from aistore.sdk.errors import APIRequestError
@@ -159,13 +170,13 @@ def start(
         data = load_spec(spec)
     else:
         data = validate(spec)
-    ais = _client(client, endpoint, config)
+    ais = sdk_client(client, endpoint, config)
     with tempfile.TemporaryDirectory(prefix="wds-dsort-") as tmp:
         path = Path(tmp) / "spec.json"
         path.write_text(json.dumps(data), encoding="utf-8")
         try:
             job_id = ais.dsort().start(str(path))
-        except _sdk_errors() as exc:
+        except sdk_errors() as exc:
             raise _translate(exc, None, "start") from exc
     return str(job_id).strip()
 
@@ -182,8 +193,8 @@ def abort(
         DsortJobError: unknown job or the request failed.
     """
     try:
-        _client(client, endpoint, config).dsort(job_id).abort()
-    except _sdk_errors() as exc:
+        sdk_client(client, endpoint, config).dsort(job_id).abort()
+    except sdk_errors() as exc:
         raise _translate(exc, job_id, "abort") from exc
 
 
@@ -259,13 +270,13 @@ def wait(
     """
     from tqdm.auto import tqdm
 
-    dsort = _client(client, endpoint, config).dsort(job_id)
+    dsort = sdk_client(client, endpoint, config).dsort(job_id)
     deadline = time.monotonic() + timeout
     with tqdm(desc=f"dSort {job_id}", unit="shard", total=None, disable=not progress) as bar:
         while True:
             try:
                 infos = dsort.get_job_info()
-            except _sdk_errors() as exc:
+            except sdk_errors() as exc:
                 raise _translate(exc, job_id, "status") from exc
             result = _summary(job_id, infos) if infos else None
             if result is not None:

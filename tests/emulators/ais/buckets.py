@@ -1,4 +1,5 @@
-"""Bucket routes of the AIStore emulator: create, destroy, HEAD, list buckets, list objects."""
+"""Bucket routes of the AIStore emulator: create, destroy, HEAD, list buckets, list objects,
+and the offline ETL actions ``etl-bck``/``etl-listrange`` (run by :mod:`.xactions`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from msgspec import msgpack
 from tests.emulators.ais import archive
 from tests.emulators.ais.handler import AisHandler, HttpError
 from tests.emulators.ais.store import BucketExists, NoSuchBucket, bucket_uri, normalize_provider
+from tests.emulators.ais.xactions import ETL_KINDS as ETL_ACTIONS
+from tests.emulators.ais.xactions import start_tcb
 
 ARCH_DIR_FLAG = 1 << 3  # ListObjectFlag.ARCH_DIR
 ENTRY_CACHED = 64
@@ -40,7 +43,12 @@ def handle_bucket(
     where = bucket_uri(provider, name)
     try:
         if method == "POST":
-            action = str(h._json_body(body).get("action", ""))
+            msg = h._json_body(body)
+            action = str(msg.get("action", ""))
+            if action in ETL_ACTIONS:
+                xid = start_tcb(h, action, name, provider, query, msg.get("value"))
+                h.send_bytes(200, xid.encode(), {"Content-Type": "text/plain"})
+                return
             if action != "create-bck":
                 raise HttpError(501, f"{where}: action {action!r} is not supported by the emulator")
             store.create_bucket(name, provider)

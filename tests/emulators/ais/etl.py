@@ -13,6 +13,8 @@ Three ways to make an ETL known:
   image would in a pod. Dependencies (``PACKAGES``) are not installed.
 
 Only hpush (object bytes in the request body) is modelled; see ``docs/aistore.md``.
+Offline transforms (``etl-bck``, ``etl-listrange``) run in :mod:`.xactions`; their per-object
+errors are kept here per job id, as ``ext/etl/xact.go`` keeps them on the ETL xaction.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+#: ``etl.MaxObjErr``: per-object errors AIStore keeps per offline job (and target).
+MAX_OBJ_ERRS = 128
 
 
 class EtlError(Exception):
@@ -47,6 +52,16 @@ class EtlEntry:
     in_bytes: int = 0
     out_bytes: int = 0
     server: Any = None  # in-process server for init_class ETLs
+    #: offline job id -> ``etl.ObjErr`` dicts (``obj_name``, ``msg``, ``ecode``).
+    offline_errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_offline_error(self, xid: str, err: dict[str, Any]) -> None:
+        """Record one object's failure in job ``xid``: duplicates dropped, at most 128 kept."""
+        with self._lock:
+            errs = self.offline_errors.setdefault(xid, [])
+            if err not in errs and len(errs) < MAX_OBJ_ERRS:
+                errs.append(err)
 
 
 class EtlRegistry:
@@ -61,7 +76,8 @@ class EtlRegistry:
     def register(self, name: str, url: str) -> None:
         """Map ``name`` to an ETL server at ``url`` (replacing an earlier mapping)."""
         with self._lock:
-            self._etls[name] = EtlEntry(name, url.rstrip("/"), {"name": name}, job_id=_job_id())
+            init_msg = {"name": name, "communication": "hpush://"}
+            self._etls[name] = EtlEntry(name, url.rstrip("/"), init_msg, job_id=_job_id())
 
     def register_image(self, image: str, url: str) -> None:
         """Serve ETLs initialised with ``runtime.image == image`` from ``url``."""

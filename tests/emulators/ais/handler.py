@@ -136,7 +136,11 @@ class AisHandler(BaseHTTPRequestHandler):
                 raise HttpError(400, f"invalid object path {rest!r}")
             self._object(method, bucket, unquote(obj), query, body)
         elif head == "etl":
-            self._etl(method, tail, body)
+            self._etl(method, tail, query, body)
+        elif head == "cluster" and not tail:
+            from tests.emulators.ais.xactions import handle_cluster
+
+            handle_cluster(self, method, query, self._json_body(body))
         elif head == "sort":
             self._dsort(method, "/v1/" + rest, query, body)
         else:
@@ -274,7 +278,7 @@ class AisHandler(BaseHTTPRequestHandler):
             conn.close()
 
     # ETL and dSort ---------------------------------------------------------------------------
-    def _etl(self, method: str, tail: str, body: bytes) -> None:
+    def _etl(self, method: str, tail: str, query: dict[str, str], body: bytes) -> None:
         etls = self.emu.etls
         name, _, action = tail.partition("/")
         if not name:
@@ -293,7 +297,10 @@ class AisHandler(BaseHTTPRequestHandler):
         if entry is None:
             raise HttpError(404, f"p[emu]: etl job {name} does not exist")
         if method == "GET" and not action:
-            self.send_json(200, {"init_msg": entry.init_msg, "obj_errors": []})
+            from tests.emulators.ais.xactions import obj_errors
+
+            errors = obj_errors(entry, query.get("uuid", ""))
+            self.send_json(200, {"init_msg": entry.init_msg, "obj_errors": errors})
         elif method == "POST" and action in ("stop", "start"):
             etls.set_stage(name, "Aborted" if action == "stop" else "Running")
             self.send_bytes(200)

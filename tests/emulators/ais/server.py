@@ -11,7 +11,9 @@ Usage::
 Routes (under ``/v1``, as in AIStore's HTTP API, docs/http_api.md in NVIDIA/aistore; see
 :mod:`.handler`): buckets B1-B4 and
 list-objects L1 (msgpack, paging, ARCH_DIR), objects O1-O7 (Range, archpath, archregx +
-archmode, inline ETL, multipart upload), ETL E1/E2, and ``/v1/sort*`` delegated to
+archmode, inline ETL, multipart upload), ETL E1/E2, offline ETL (bucket POST ``etl-bck`` /
+``etl-listrange``, ``/v1/cluster`` job status and stop, in :mod:`.xactions`), and
+``/v1/sort*`` delegated to
 ``tests/emulators/ais/dsort.py`` (``handle(store, method, path, query, body)``; 501 when that
 module is missing).
 """
@@ -25,6 +27,7 @@ from types import TracebackType
 
 from tests.emulators.ais.etl import EtlRegistry
 from tests.emulators.ais.store import AisStore
+from tests.emulators.ais.xactions import Xactions
 
 
 @dataclass
@@ -55,6 +58,8 @@ class AisEmulator:
         self.host, self.port = self._server.server_address[:2]
         self.url = f"http://{self.host}:{self.port}"
         self.etls = EtlRegistry(self.url + "/v1/objects")
+        #: offline ETL jobs (``etl-bck``, ``etl-listrange``); ``.hold()``/``.release()``.
+        self.xactions = Xactions()
         self._cuts: list[_Cut] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
