@@ -5,6 +5,7 @@ object loading it) with one uninterrupted run of the same seed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -181,6 +182,36 @@ def test_resampled_draws_with_buffers(shards: tuple[list[str], list[str]]) -> No
     for seed in (1, 2, 3):
         got, _ = run_interrupted(make, random_stops(seed, 3, 30))
         assert Counter(got) == Counter(plain)
+
+
+def test_resampled_states_of_two_ranks_merge(
+    shards: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranks draw different shards; their states merged into one resume each rank exactly."""
+    from wds_cloud.resume.draws import merge_draws
+
+    urls, _ = shards
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+    def make() -> Any:
+        return wds.WebDataset(urls, resampled=True, seed=4).to_tuple("txt")
+
+    plain, states, heads = [], [], []
+    for rank, stop in ((0, 17), (1, 26)):
+        monkeypatch.setenv("RANK", str(rank))
+        plain.append([key_of(s) for s in itertools.islice(make(), 60)])
+        ds = make()
+        heads.append([key_of(s) for s in itertools.islice(ds, stop)])
+        states.append(json.loads(json.dumps(ds.state_dict())))
+    assert plain[0] != plain[1]
+    merged = merge_draws(states)
+    assert set(merged["draws"]) == {"0.0", "1.0"}
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        ds = make()
+        ds.load_state_dict(merged)
+        got = heads[rank] + [key_of(s) for s in itertools.islice(ds, 60 - len(heads[rank]))]
+        assert got == plain[rank]
 
 
 # -- RandomMix -------------------------------------------------------------------------------

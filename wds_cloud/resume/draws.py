@@ -195,3 +195,27 @@ def resampled_source(prefix: list[Any], reader: FilterFunction, after: int) -> A
         else:
             return None
     return ResampledSource(shards, tally, reader, after)
+
+
+def merge_draws(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge the resampled states of several ranks taken at the same step (their readers'
+    draws are disjoint: each is keyed by rank and worker).
+
+    Raises:
+        ConfigError: the states are of different epochs or seeds, or not all resampled.
+    """
+    from wds_cloud.errors import ConfigError
+
+    first = states[0]
+    for other in states[1:]:
+        for key in ("resampled", "epoch", "seed"):
+            if other.get(key) != first.get(key):
+                raise ConfigError(
+                    f"merge_draws: states differ in {key!r} ({first.get(key)!r} vs "
+                    f"{other.get(key)!r}); save them at the same step of the same run"
+                )
+    merged = {k: v for k, v in first.items() if k != "reader"}
+    merged["delivered"] = sum(int(s.get("delivered", 0)) for s in states)
+    merged["generation"] = max(int(s.get("generation", 0)) for s in states)
+    merged["draws"] = dict(sorted((r, d) for s in states for r, d in s["draws"].items()))
+    return merged
