@@ -285,9 +285,14 @@ def _batch_keys(batch: Any) -> list[str]:
     return [t[0].decode() for t in batch]
 
 
-def _loader(ds: Any, nbatches: int) -> Any:
+def _loader(ds: Any, nbatches: int, persistent: bool = False) -> Any:
     # an outer batch is one inner batch of each worker, so a state never splits one
-    loader = wds.WebLoader(ds.to_tuple("txt").batched(3), num_workers=2, batch_size=None)
+    loader = wds.WebLoader(
+        ds.to_tuple("txt").batched(3),
+        num_workers=2,
+        batch_size=None,
+        persistent_workers=persistent,
+    )
     return loader.unbatched().batched(6, collation_fn=list).with_epoch(nbatches=nbatches)
 
 
@@ -307,15 +312,18 @@ def test_loader_with_epoch_of_whole_passes(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_loader_resampled_same_draws(tmp_path: Path) -> None:
+@pytest.mark.parametrize("persistent", [False, True])
+def test_loader_resampled_same_draws(tmp_path: Path, persistent: bool) -> None:
     """Each worker draws its own shards: after a resume every worker goes on with its draws,
-    so the delivered sequence is the uninterrupted one."""
+    so the delivered sequence is the uninterrupted one (persistent workers draw a new epoch
+    each window, the others the same draws again)."""
     urls, _ = write_shards(tmp_path, 6, 8)
 
     def make() -> Any:
-        return _loader(wds.WebDataset(urls, resampled=True, seed=3), 7)
+        return _loader(wds.WebDataset(urls, resampled=True, seed=3), 7, persistent)
 
     plain, _ = run_windows(make, 2, [], _batch_keys)
+    assert (plain[:42] != plain[42:]) is persistent
     got, states = run_windows(make, 2, [2, 5, 10], _batch_keys)
     assert got == plain
     assert {r for s in states if not _finished(s) for r in s["draws"]} == {"0.0", "0.1"}

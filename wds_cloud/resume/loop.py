@@ -140,8 +140,9 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     if state is not None and source.shuffle is not None:
         source.shuffle.epoch = state["epoch"]
     epoch, order = source.order()
-    if source.shuffle is not None and _persistent(p) and state is None:
-        source.shuffle.epoch = epoch + 1  # the workers' copies advance on every pass
+    # persistent workers advance their copies' epoch on every pass; the main copy follows once
+    # they exist (advanced before, the workers started by this pass would copy epoch + 1)
+    follow = source.shuffle if _persistent(p) else None
     generation = int(state.get("generation", 0)) + 1 if state is not None else 0
     header = {"epoch": epoch, "seed": getattr(inner, "seed", 0), "generation": generation}
     ledger = source.new_ledger(header, order)
@@ -150,8 +151,12 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     p._resume_ledger = ledger
     ctx = {**header, "resume": state}
     for item, tags in pairs(p, ctx):
+        if follow is not None:
+            follow.epoch, follow = epoch + 1, None
         ledger.add(flat(tags))
         yield item
+    if follow is not None:
+        follow.epoch = epoch + 1
     ledger.header["finished"] = True
 
 
