@@ -247,8 +247,6 @@ def _loader_side(p: Any) -> bool:
 
 
 def _why_not(p: Any) -> str:
-    if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
-        return "resume tracking is switched off (resumable=False or WDS_CLOUD_RESUMABLE=0)"
     from wds_cloud.resume.window import why_not
 
     return why_not(p)
