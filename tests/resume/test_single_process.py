@@ -120,10 +120,11 @@ def test_state_of_other_shards_is_refused(shards: tuple[list[str], list[str]]) -
 
 def test_unresumable_pipeline_says_why(shards: tuple[list[str], list[str]]) -> None:
     urls, _ = shards
-    ds = wds.WebDataset(urls, resampled=True)
-    with pytest.raises(ConfigError, match="not resumable"):
+    ds = wds.DataPipeline(wds.SimpleShardList(urls), wds.tarfile_to_samples())
+    ds = ds.compose(wds.shuffle(5), wds.split_by_sample)
+    with pytest.raises(ConfigError, match="split_by_sample"):
         ds.state_dict()
-    ds = wds.WebDataset(urls).with_epoch(10)
+    ds = wds.DataPipeline(wds.WebDataset(urls).with_epoch(10)).shuffle(5)
     with pytest.raises(ConfigError, match="with_epoch"):
         ds.state_dict()
 

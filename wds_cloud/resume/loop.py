@@ -18,7 +18,7 @@ from typing import Any
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.resume.source import ShardSource, find_source
-from wds_cloud.resume.state import Ledger, check_state, merge_states
+from wds_cloud.resume.state import check_state, merge_states
 from wds_cloud.resume.track import Tagged, TaggedCollate, flat, run_stages
 
 
@@ -39,7 +39,12 @@ def enabled(p: Any) -> bool:
     """Whether ``p`` is iterated with tracking."""
     if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
         return False
-    return p.repetitions == 1 and p.nsamples < 0 and innermost(p) is not None
+    return innermost(p) is not None
+
+
+def _windowed(p: Any) -> bool:
+    """Whether ``p`` has ``with_epoch``/``repeat`` (resumable only on the object iterated)."""
+    return bool(p.repetitions != 1 or p.nsamples >= 0)
 
 
 def innermost(p: Any) -> tuple[Any, ShardSource] | None:
@@ -49,12 +54,12 @@ def innermost(p: Any) -> tuple[Any, ShardSource] | None:
     first = p.pipeline[0]
     pipeline_type = _pipeline_type()
     if isinstance(first, pipeline_type):
-        return innermost(first) if enabled(first) else None
+        return innermost(first) if enabled(first) and not _windowed(first) else None
     dataset = _loader_dataset(first)
     if dataset is not None:
-        return (
-            innermost(dataset) if isinstance(dataset, pipeline_type) and enabled(dataset) else None
-        )
+        if isinstance(dataset, pipeline_type) and enabled(dataset) and not _windowed(dataset):
+            return innermost(dataset)
+        return None
     source = find_source(p.pipeline)
     return None if source is None else (p, source)
 
@@ -115,26 +120,43 @@ def _persistent(p: Any) -> bool:
 
 
 def iterate(p: Any) -> Iterator[Any]:
-    """One tracked pass of the top-level ``p``: deliver items and record their ids."""
+    """Tracked iteration of the top-level ``p``: one pass, or a ``with_epoch``/``repeat``
+    window of passes (:func:`~wds_cloud.resume.window.windowed`)."""
+    state = p.__dict__.pop("_resume_pending", None)
+    if _windowed(p):
+        from wds_cloud.resume.window import windowed
+
+        yield from windowed(p, state, run_pass)
+    else:
+        yield from run_pass(p, state)
+
+
+def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
+    """One tracked pass of the top-level ``p`` (from ``state`` if given): deliver items and
+    record their ids."""
     found = innermost(p)
     assert found is not None
     inner, source = found
-    state = p.__dict__.pop("_resume_pending", None)
     if state is not None and source.shuffle is not None:
         source.shuffle.epoch = state["epoch"]
     epoch, order = source.order()
-    if source.shuffle is not None and _persistent(p) and state is None:
-        source.shuffle.epoch = epoch + 1  # the workers' copies advance on every pass
+    # persistent workers advance their copies' epoch on every pass; the main copy follows once
+    # they exist (advanced before, the workers started by this pass would copy epoch + 1)
+    follow = source.shuffle if _persistent(p) else None
     generation = int(state.get("generation", 0)) + 1 if state is not None else 0
     header = {"epoch": epoch, "seed": getattr(inner, "seed", 0), "generation": generation}
-    ledger = Ledger(header, order)
+    ledger = source.new_ledger(header, order)
     if state is not None:
         ledger.load(state)
     p._resume_ledger = ledger
     ctx = {**header, "resume": state}
     for item, tags in pairs(p, ctx):
+        if follow is not None:
+            follow.epoch, follow = epoch + 1, None
         ledger.add(flat(tags))
         yield item
+    if follow is not None:
+        follow.epoch = epoch + 1
     ledger.header["finished"] = True
 
 
@@ -169,7 +191,7 @@ def state_dict(p: Any) -> dict[str, Any]:
         found = innermost(p)
         assert found is not None
         epoch, order = found[1].order()
-        ledger = Ledger(
+        ledger = found[1].new_ledger(
             {"epoch": epoch, "seed": getattr(found[0], "seed", 0), "generation": 0}, order
         )
     state = ledger.state()
@@ -185,7 +207,12 @@ def state_dict(p: Any) -> dict[str, Any]:
         if world > 1:
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, state)
-            state = merge_states(gathered)
+            if state.get("resampled"):
+                from wds_cloud.resume.draws import merge_draws
+
+                state = merge_draws(gathered)
+            else:
+                state = merge_states(gathered)
     return state
 
 
@@ -199,6 +226,7 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
     if not enabled(p):
         raise ConfigError(_why_not(p))
     p.__dict__.pop("_resume_ledger", None)
+    p.__dict__.pop("_resume_pending", None)  # a state loaded before and not iterated
     if state.get("finished"):
         found = innermost(p)
         assert found is not None
@@ -219,15 +247,6 @@ def _loader_side(p: Any) -> bool:
 
 
 def _why_not(p: Any) -> str:
-    if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
-        return "resume tracking is switched off (resumable=False or WDS_CLOUD_RESUMABLE=0)"
-    if p.repetitions != 1 or p.nsamples >= 0:
-        return (
-            "with_epoch()/repeat() pipelines cannot be resumed yet; iterate epochs in your loop "
-            "(see docs/resume.md)"
-        )
-    return (
-        f"{type(p).__name__} cannot be resumed: its shard stages are not a shard list, shard "
-        "shuffle, node/worker splitters and tarfile_to_samples (resampled=True, split_samples, "
-        "custom shard stages and Pipe-mode FIFOs are not resumable; see docs/resume.md)"
-    )
+    from wds_cloud.resume.window import why_not
+
+    return why_not(p)

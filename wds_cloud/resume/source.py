@@ -1,7 +1,7 @@
 """The shard side of a resumable pipeline: the epoch's shard order and each reader's share.
 
 A pipeline is resumable when its stages before the tar reader (``tarfile_to_samples``) are a
-``SimpleShardList``, optionally a ``ShardShuffle``, the standard node and worker splitters and a
+``ResampledShards`` (see :mod:`wds_cloud.resume.draws`) or a ``SimpleShardList``, optionally a ``ShardShuffle``, the standard node and worker splitters and a
 ``ShardTally`` (what ``WebDataset`` builds). Those stages are then replaced by one reader that
 computes the epoch's global shard order, the work left in it (everything, or what a loaded
 state did not deliver) and takes its share: work item ``k`` goes to rank ``k % world`` (with
@@ -26,15 +26,19 @@ from wds_cloud.core.samples import (
     tarfile_samples,
 )
 from wds_cloud.core.shards import (
+    ResampledShards,
     ShardShuffle,
     SimpleShardList,
     node_info,
     single_node_only,
     split_by_node,
+    split_by_sample,
     split_by_worker,
+    worker_info,
 )
+from wds_cloud.errors import ConfigError
 from wds_cloud.resume.reader import Pair, read_item
-from wds_cloud.resume.state import WorkItem, remaining
+from wds_cloud.resume.state import Ledger, WorkItem, remaining
 
 
 @dataclass
@@ -48,6 +52,7 @@ class ShardSource:
     tally: ShardTally | None
     reader: FilterFunction
     after: int  # index of the first stage after the reader
+    sample_split: bool = False  # split_by_sample right after the reader (split_samples=True)
 
     def order(self, epoch: int | None = None) -> tuple[int, list[str]]:
         """``(epoch, shard URLs in the epoch's order)`` without advancing the shuffle."""
@@ -84,6 +89,11 @@ class ShardSource:
         if self.shuffle is not None:
             self.shuffle.epoch = epoch + 1
         if state is not None and state.get("reader") is not None:
+            if self.sample_split:
+                raise ConfigError(
+                    "split_samples=True cannot resume from one reader's state: its samples are "
+                    "spread over every shard; load the loader's (merged) state"
+                )
             mine = {w.url for w in self.share(remaining(order, None), True)}
             items = [w for w in remaining(order, state) if w.url in mine]
         else:
@@ -91,32 +101,63 @@ class ShardSource:
         if self.tally is not None:
             self.tally.count = len(items)
             self.tally.resumed = state is not None  # type: ignore[attr-defined]
-        kw = dict(self.reader.kw)
-        opener = kw.pop("opener", None) or ShardOpener(
-            kw.pop("registry", None),
-            kw.pop("cache_dir", None),
-            kw.pop("cache_size", None),
-            **{
-                k: v
-                for k, v in kw.items()
-                if k not in ("handler", "select_files", "rename_files", "local_paths")
-            },
-        )
-        options = {
-            k: kw[k] for k in ("handler", "select_files", "rename_files", "local_paths") if k in kw
-        }
-        for item in items:
-            try:
-                yield from read_item(item, opener, **options)
-            except StopShards:
-                return
+        opener, options = reader_options(self.reader)
+        pairs = _read_items(items, opener, options)
+        if self.sample_split:
+            pairs = _split_pairs(pairs)
+        yield from pairs
+
+    def new_ledger(self, header: dict[str, Any], order: list[str]) -> Ledger:
+        """The ledger the top object keeps for one pass over ``order``."""
+        return Ledger(header, order)
+
+
+def _read_items(
+    items: list[WorkItem], opener: ShardOpener, options: dict[str, Any]
+) -> Iterator[Pair]:
+    for item in items:
+        try:
+            yield from read_item(item, opener, **options)
+        except StopShards:
+            return
+
+
+def _split_pairs(pairs: Iterator[Pair]) -> Iterator[Pair]:
+    """``split_by_sample`` on pairs: keep pair ``i`` with ``i % readers == this reader``.
+
+    Every reader reads the same stream (the whole epoch, or the same work left by a state), so
+    the readers together keep each sample of it exactly once. The samples a reader drops are
+    other readers' and are not tied to its outputs (a ``select`` would tie them)."""
+    rank, world, worker, nworkers = worker_info()
+    nslots = world * nworkers
+    slot = rank * nworkers + worker
+    for i, pair in enumerate(pairs):
+        if i % nslots == slot:
+            yield pair
+
+
+_READ_OPTIONS = ("handler", "select_files", "rename_files", "local_paths")
+
+
+def reader_options(reader: FilterFunction) -> tuple[ShardOpener, dict[str, Any]]:
+    """The shard opener and the :func:`~wds_cloud.resume.reader.read_item` options of a
+    ``tarfile_to_samples`` stage."""
+    kw = dict(reader.kw)
+    opener = kw.pop("opener", None) or ShardOpener(
+        kw.pop("registry", None),
+        kw.pop("cache_dir", None),
+        kw.pop("cache_size", None),
+        **{k: v for k, v in kw.items() if k not in _READ_OPTIONS},
+    )
+    return opener, {k: kw[k] for k in _READ_OPTIONS if k in kw}
 
 
 _SPLITTERS = (split_by_node, single_node_only)
 
 
-def find_source(stages: list[Any]) -> ShardSource | None:
-    """The :class:`ShardSource` of a pipeline's stages, or None when they are not recognised."""
+def find_source(stages: list[Any]) -> Any:
+    """The :class:`ShardSource` (or :class:`~wds_cloud.resume.draws.ResampledSource`) of a
+    pipeline's stages, or None when they are not recognised."""
     found = [
         i for i, s in enumerate(stages) if isinstance(s, FilterFunction) and s.f is tarfile_samples
     ]
@@ -127,9 +168,17 @@ def find_source(stages: list[Any]) -> ShardSource | None:
     if stage.args or stage.kw.get("concatenated") or _url_opener_override() is not None:
         return None  # positional options, a Pipe-mode FIFO, a url_opener assigned by the user
     prefix = stages[:r]
+    if prefix and type(prefix[0]) is ResampledShards:
+        from wds_cloud.resume.draws import resampled_source
+
+        return resampled_source(prefix, stage, r + 1)
     if not prefix or type(prefix[0]) is not SimpleShardList:
         return None
     source = ShardSource(prefix[0], None, None, False, None, stage, r + 1)
+    if len(stages) > r + 1 and stages[r + 1] is split_by_sample:
+        source.after, source.sample_split = r + 2, True
+    if split_by_sample in stages[source.after :]:
+        return None  # later, it would tie other readers' samples to this reader's outputs
     for s in prefix[1:]:
         if isinstance(s, ShardShuffle) and source.shuffle is None:
             source.shuffle = s

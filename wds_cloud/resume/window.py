@@ -1,0 +1,104 @@
+"""``with_epoch(n)`` / ``repeat(nepochs)`` on the object iterated: a window of passes.
+
+Such an ``iter()`` runs passes over the shards (each a new shard-shuffle epoch, or a new
+resampling pass) until ``n`` items were delivered or ``nepochs`` passes ran; a pass that yields
+nothing ends the window early. Every pass is tracked like a plain one (its own ledger and shard
+order) and the state of the pass in progress also records ``pass`` (passes started in this
+window before it) and ``window`` (items delivered in this window so far). Resuming re-enters
+that pass where its ledger says, goes on with the next passes exactly as an uninterrupted run
+would, and stops at the same count. When the window is complete the state is ``finished``
+and the next ``iter()`` starts a new window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+def windowed(
+    p: Any, state: dict[str, Any] | None, run_pass: Callable[[Any, Any], Iterator[Any]]
+) -> Iterator[Any]:
+    """Deliver one ``with_epoch``/``repeat`` window of ``p``, from ``state`` if given."""
+    limit = p.epoch_size()
+    first = int(state.get("pass", 0)) if state is not None else 0
+    count = int(state.get("window", 0)) if state is not None else 0
+    for k in range(first, p.repetitions):
+        resumed = state if k == first else None
+        got = False
+        for item in run_pass(p, resumed):
+            got = True
+            count += 1
+            header = p._resume_ledger.header
+            header["pass"] = k
+            header["window"] = count
+            if 0 < limit <= count:
+                header["finished"] = True  # the rest of this pass is dropped, as islice does
+                yield item
+                return
+            yield item
+        if not got and resumed is None:
+            return  # an empty pass ends the window (a resumed pass may have nothing left)
+
+
+def _chain(p: Any) -> Iterator[Any]:
+    """``p`` and the pipelines (and DataLoader datasets) under it, top first."""
+    from wds_cloud.core.pipeline import DataPipeline
+    from wds_cloud.resume.loop import _loader_dataset
+
+    node = p
+    while node is not None:
+        yield node
+        first = node.pipeline[0] if isinstance(node, DataPipeline) and node.pipeline else None
+        if first is None:
+            return
+        dataset = _loader_dataset(first)
+        node = dataset if dataset is not None else first
+        if not isinstance(node, DataPipeline):
+            yield node
+            return
+
+
+def why_not(p: Any) -> str:
+    """Why ``p`` cannot be resumed, naming the stage at fault."""
+    import os
+
+    from wds_cloud.core.mix import RandomMix
+    from wds_cloud.core.pipeline import DataPipeline
+    from wds_cloud.core.shards import ResampledShards, split_by_sample
+
+    if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
+        return "resume tracking is switched off (resumable=False or WDS_CLOUD_RESUMABLE=0)"
+    name = type(p).__name__
+    for node in _chain(p):
+        if isinstance(node, RandomMix):
+            return (
+                f"{name} cannot be resumed: it reads a RandomMix through a pipeline or a "
+                "DataLoader; only a RandomMix iterated directly has state_dict() (see "
+                "docs/resume.md, 'with_epoch, resampling and RandomMix')"
+            )
+        if not isinstance(node, DataPipeline):
+            continue
+        if node is not p and (node.repetitions != 1 or node.nsamples >= 0):
+            return (
+                f"{name} cannot be resumed: with_epoch()/repeat() is set on {type(node).__name__}"
+                ", a pipeline inside it (or inside its DataLoader); set it on the object you "
+                "iterate instead (see docs/resume.md, 'with_epoch, resampling and RandomMix')"
+            )
+        if split_by_sample in node.pipeline:
+            return (
+                f"{name} cannot be resumed: split_by_sample is resumable only right after "
+                "tarfile_to_samples (where WebDataset(split_samples=True) puts it)"
+            )
+        for stage in node.pipeline:
+            if isinstance(stage, ResampledShards) and not stage.deterministic:
+                return (
+                    f"{name} cannot be resumed: ResampledShards(deterministic=False) mixes the "
+                    "pid and the time into its draws; use deterministic=True (WebDataset's "
+                    "resampled=True does)"
+                )
+    return (
+        f"{name} cannot be resumed: its shard stages are not a shard list (or ResampledShards), "
+        "shard shuffle, node/worker splitters and tarfile_to_samples (custom shard stages and "
+        "Pipe-mode FIFOs are not resumable; see docs/resume.md)"
+    )
