@@ -20,9 +20,15 @@ from wds_cloud.errors import ShardReadError
 
 READ_CHUNK = 16 << 20  # bytes read at once for a member that does not fit the buffer
 DONTNEED_STEP = 64 << 20  # mmap: release pages behind the cursor every this many bytes
-_MAGIC_GZIP = b"\x1f\x8b"
-_MAGIC_BZIP2 = b"BZh"
-_MAGIC_XZ = b"\xfd7zXZ\x00"
+_MAGICS = ((b"\x1f\x8b", "gz"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
+
+
+def _compression(head: bytes) -> str | None:
+    """The compression that ``head`` (the first bytes of a shard) starts with, or None."""
+    for magic, kind in _MAGICS:
+        if head.startswith(magic):
+            return kind
+    return None
 
 
 class _Prefixed:
@@ -84,22 +90,9 @@ def _peek_kind(stream: Any) -> tuple[str, Any]:
         except (OSError, ValueError, AttributeError):
             fd = None
         else:
-            if head.startswith(_MAGIC_GZIP):
-                return "gz", stream
-            if head.startswith(_MAGIC_BZIP2):
-                return "bz2", stream
-            if head.startswith(_MAGIC_XZ):
-                return "xz", stream
-            return "mmap", stream
+            return _compression(head) or "mmap", stream
     head = read_full(stream, 6)
-    prefixed = _Prefixed(head, stream)
-    if head.startswith(_MAGIC_GZIP):
-        return "gz", prefixed
-    if head.startswith(_MAGIC_BZIP2):
-        return "bz2", prefixed
-    if head.startswith(_MAGIC_XZ):
-        return "xz", prefixed
-    return "raw", prefixed
+    return _compression(head) or "raw", _Prefixed(head, stream)
 
 
 class TarSource:

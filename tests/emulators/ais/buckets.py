@@ -13,8 +13,7 @@ from msgspec import msgpack
 from tests.emulators.ais import archive
 from tests.emulators.ais.handler import AisHandler, HttpError
 from tests.emulators.ais.store import BucketExists, NoSuchBucket, bucket_uri, normalize_provider
-from tests.emulators.ais.xactions import ETL_KINDS as ETL_ACTIONS
-from tests.emulators.ais.xactions import start_tcb
+from tests.emulators.ais.xactions import ETL_KINDS as ETL_ACTIONS, start_tcb
 
 ARCH_DIR_FLAG = 1 << 3  # ListObjectFlag.ARCH_DIR
 ENTRY_CACHED = 64
