@@ -293,8 +293,11 @@ class S3Opener:
         """Open ``s3://bucket/key`` for streaming reads from byte ``offset`` (one ranged
         ``GetObject``; resumed like :meth:`open`). Resumable loading reads shard tails with it.
 
+        ``offset`` equal to the object's size gives an empty stream.
+
         Raises:
-            As :meth:`open`.
+            As :meth:`open`; :class:`ShardOpenError` naming the size for an offset past the end;
+            ConfigError for a negative offset.
         """
         allowed = {"prefetch", "prefetch_chunk", "retries", "backoff", "stall_timeout"}
         unknown = sorted(set(options) - allowed)
@@ -302,6 +305,8 @@ class S3Opener:
             raise ConfigError(
                 f"unknown options {unknown} for s3 open_at(); allowed: {sorted(allowed)}"
             )
+        if offset < 0:
+            raise ConfigError(f"open_at() offset must be >= 0, got {offset} for {url!r}")
         options = {k: v for k, v in options.items() if k not in ("prefetch", "prefetch_chunk")}
         cfg = replace(self.config, **options).resolve({}) if options else self.config
         bucket, key = split_s3_url(url)

@@ -21,6 +21,7 @@ from wds_cloud.openers.resume import (
     RetryableError,
     Urllib3Body,
     check_content_range,
+    past_end,
 )
 
 try:
@@ -158,6 +159,8 @@ class ObjectFetch:
         except Exception as exc:
             if (transient := retryable(exc)) is not None:
                 raise transient from exc
+            if offset and _error_code(exc) == "InvalidRange":
+                return past_end(url, offset, self._size(exc))
             if not self.answered:
                 raise self.opener._error(exc, url) from exc
             err = self.opener._error(exc, url, offset=offset)
@@ -170,6 +173,19 @@ class ObjectFetch:
             self.answered = True
             self.etag = response.get("ETag")
         return Opened(raw_body(response["Body"]), offset, total_size(response, offset))
+
+    def _size(self, exc: BaseException) -> int | None:
+        """The object's size after a 416: from the error (AWS sends ``ActualObjectSize``),
+        else from ``HeadObject``."""
+        actual = getattr(exc, "response", {}).get("Error", {}).get("ActualObjectSize")
+        if isinstance(actual, str) and actual.isdigit():
+            return int(actual)
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.key, **self.opener._extra())
+        except Exception:
+            return None
+        size = head.get("ContentLength")
+        return size if isinstance(size, int) else None
 
     def span(self, first: int, end: int) -> Opened:
         """The ``RangeFetch`` of :func:`~wds_cloud.openers.resume.read_span`: bytes
@@ -212,3 +228,9 @@ def explain(opener: S3Opener, url: str, exc: BaseException) -> str:
     if not isinstance(exc, Exception):
         return repr(exc)
     return opener._error(exc, url).reason
+
+
+def _error_code(exc: BaseException) -> str | None:
+    """The S3 error code of a botocore ``ClientError`` (``"InvalidRange"``), else None."""
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+    return code if isinstance(code, str) else None
