@@ -120,6 +120,8 @@ def iterate(p: Any) -> Iterator[Any]:
     assert found is not None
     inner, source = found
     state = p.__dict__.pop("_resume_pending", None)
+    if state is not None and state.get("reader") is not None:
+        _check_reader(state["reader"])
     if state is not None and source.shuffle is not None:
         source.shuffle.epoch = state["epoch"]
     epoch, order = source.order()
@@ -136,6 +138,21 @@ def iterate(p: Any) -> Iterator[Any]:
         ledger.add(flat(tags))
         yield item
     ledger.header["finished"] = True
+
+
+def _check_reader(saved: list[int]) -> None:
+    """Refuse a reader's state (one DataLoader worker's) loaded into another reader."""
+    from wds_cloud.core.shards import worker_info
+
+    here = list(worker_info())
+    if list(saved) != here:
+        raise ConfigError(
+            f"the state of reader (rank, world, worker, workers) = {tuple(saved)} was loaded "
+            f"into reader {tuple(here)}: a worker's state (as StatefulDataLoader saves it) "
+            "resumes only the same worker of the same world size; to resume with other "
+            "numbers, merge the states with wds_cloud.resume.merge_states and load the result "
+            "into the dataset (see docs/resume.md)"
+        )
 
 
 def _reader_scope() -> list[int] | None:
@@ -199,7 +216,10 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
     if not enabled(p):
         raise ConfigError(_why_not(p))
     p.__dict__.pop("_resume_ledger", None)
-    if state.get("finished"):
+    if state.get("finished") and state.get("reader") is None:
+        # the epoch is over: the next pass starts the next one. A reader's state (one
+        # StatefulDataLoader worker) that finished its share keeps its epoch: the loader's
+        # epoch goes on in the other workers and this one has nothing left to deliver.
         found = innermost(p)
         assert found is not None
         if found[1].shuffle is not None:

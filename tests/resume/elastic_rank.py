@@ -1,0 +1,85 @@
+"""One rank of the elastic resume tests: ``python elastic_rank.py CONFIG_JSON``.
+
+CONFIG (a JSON file) holds ``urls``, ``rank``, ``world``, ``workers``, ``out`` and:
+
+- ``init``: a ``file://`` rendezvous for a gloo process group of ``world`` ranks; None runs
+  without ``torch.distributed`` (rank and world size come from ``RANK``/``WORLD_SIZE``, set by
+  the caller), as ranks that save their states separately;
+- ``stop``: take ``state_dict()`` after this many batches and stop (every rank at the same
+  step); or ``state``: a state to ``load_state_dict()``, then finish that epoch and run the next.
+
+The loader is ``make_loader`` (shuffle buffers in the workers and in the main process) with
+``split_by_node``; every sample comes out as ``(key, "rank/worker")`` so the test can see which
+reader read it. OUT gets ``{"before", "state"}`` or ``{"rest", "next"}`` (lists of pairs).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import wds_cloud as wds
+
+BATCH = 8
+
+
+def with_reader(sample: tuple[bytes]) -> tuple[str, str]:
+    """``(key, "rank/worker")`` of a ``(txt,)`` sample, inside a DataLoader worker."""
+    import torch.utils.data
+
+    from wds_cloud.core.shards import node_info
+
+    info = torch.utils.data.get_worker_info()
+    worker = info.id if info is not None else 0
+    return sample[0].decode(), f"{node_info()[0]}/{worker}"
+
+
+def make(urls: list[str], workers: int) -> Any:
+    """The loader every rank builds (the same for saving and resuming)."""
+    return wds.make_loader(
+        urls,
+        batch_size=BATCH,
+        num_workers=workers,
+        shuffle_buffer=10,
+        seed=17,
+        to_tuple=("txt",),
+        map=with_reader,
+        collate=list,
+        nodesplitter=wds.split_by_node,
+    )
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    if cfg["init"] is not None:
+        import torch.distributed as dist
+
+        dist.init_process_group(
+            "gloo", init_method=cfg["init"], rank=cfg["rank"], world_size=cfg["world"]
+        )
+    loader = make(cfg["urls"], cfg["workers"])
+    result: dict[str, Any] = {}
+    if cfg.get("stop") is not None:
+        before: list[list[str]] = []
+        for step, batch in enumerate(loader, 1):
+            before.extend(list(pair) for pair in batch)
+            if step == cfg["stop"]:
+                break
+        result = {"before": before, "state": loader.state_dict()}
+    else:
+        loader.load_state_dict(cfg["state"])
+        result["rest"] = [list(pair) for batch in loader for pair in batch]
+        result["next"] = [list(pair) for batch in loader for pair in batch]
+    with open(cfg["out"], "w") as f:
+        json.dump(result, f)
+    if cfg["init"] is not None:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
