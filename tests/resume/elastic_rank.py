@@ -1,10 +1,12 @@
-"""One rank of the elastic resume tests: ``python elastic_rank.py CONFIG_JSON``.
+"""Ranks of the elastic resume tests: ``python elastic_rank.py CONFIG_JSON...``.
 
-CONFIG (a JSON file) holds ``urls``, ``rank``, ``world``, ``workers``, ``out`` and:
+Imports torch once, then forks one process per CONFIG (a JSON file) and runs a rank in each;
+exits non-zero when a rank fails. A CONFIG holds ``urls``, ``rank``, ``world``, ``workers``,
+``out`` and:
 
 - ``init``: a ``file://`` rendezvous for a gloo process group of ``world`` ranks; None runs
-  without ``torch.distributed`` (rank and world size come from ``RANK``/``WORLD_SIZE``, set by
-  the caller), as ranks that save their states separately;
+  without ``torch.distributed``, the rank and world size set in ``RANK``/``WORLD_SIZE`` only
+  (as ranks that save their states separately);
 - ``stop``: take ``state_dict()`` after this many batches and stop (every rank at the same
   step); or ``state``: a state to ``load_state_dict()``, then finish that epoch and run the next.
 
@@ -16,6 +18,7 @@ reader read it. OUT gets ``{"before", "state"}`` or ``{"rest", "next"}`` (lists 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -50,10 +53,11 @@ def make(urls: list[str], workers: int) -> Any:
     )
 
 
-def main() -> None:
-    with open(sys.argv[1]) as f:
-        cfg = json.load(f)
-    if cfg["init"] is not None:
+def run_rank(cfg: dict[str, Any]) -> None:
+    """One rank (in a forked process)."""
+    if cfg["init"] is None:
+        os.environ.update(RANK=str(cfg["rank"]), WORLD_SIZE=str(cfg["world"]))
+    else:
         import torch.distributed as dist
 
         dist.init_process_group(
@@ -79,6 +83,30 @@ def main() -> None:
 
         dist.barrier()
         dist.destroy_process_group()
+
+
+def main() -> None:
+    import multiprocessing
+
+    import torch.distributed  # noqa: F401  (imported once, before the fork)
+
+    configs = []
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            configs.append(json.load(f))
+    fork = multiprocessing.get_context("fork")
+    procs = [fork.Process(target=run_rank, args=(cfg,)) for cfg in configs]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+    failed = [(cfg["rank"], proc.exitcode) for cfg, proc in zip(configs, procs, strict=True)]
+    failed = [(rank, code) for rank, code in failed if code != 0]
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+    if failed:
+        sys.exit(f"ranks failed (rank, exit code): {failed}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def run_ranks(
     tmp: Path, name: str, world: int, workers: int, dist: bool, **cfg: Any
 ) -> list[dict[str, Any]]:
     """Run ``world`` ranks of ``elastic_rank.py`` at once; return their outputs by rank."""
-    procs, outs = [], []
+    confs, outs = [], []
     for rank in range(world):
         out = tmp / f"{name}-{rank}.json"
         conf = tmp / f"{name}-{rank}.conf.json"
@@ -45,26 +45,18 @@ def run_ranks(
                 }
             )
         )
-        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-        env["PYTHONPATH"] = str(ROOT)
-        if not dist:
-            env.update(RANK=str(rank), WORLD_SIZE=str(world))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(SCRIPT), str(conf)],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
+        confs.append(str(conf))
         outs.append(out)
-    errors = []
-    for rank, proc in enumerate(procs):
-        _, err = proc.communicate(timeout=120)
-        if proc.returncode != 0:
-            errors.append(f"rank {rank} of {world} exited {proc.returncode}:\n{err[-3000:]}")
-    assert not errors, "\n".join(errors)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *confs],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
     return [json.loads(out.read_text()) for out in outs]
 
 

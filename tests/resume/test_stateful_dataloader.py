@@ -46,7 +46,7 @@ def _datapipeline(urls: list[str]) -> Any:
 
 
 def _run(
-    make: Callable[[], Any], workers: int, stops: list[int], every: int = 1
+    make: Callable[[], Any], stops: list[int], **loader_kw: Any
 ) -> tuple[list[str], list[str]]:
     """Iterate a StatefulDataLoader; after each number of batches in ``stops`` take its state
     (through JSON), drop it and go on with a new loader from that state. Returns the keys
@@ -54,9 +54,7 @@ def _run(
     delivered: list[str] = []
     state = None
     for stop in [*stops, None]:
-        loader = StatefulDataLoader(
-            make(), batch_size=BATCH, num_workers=workers, snapshot_every_n_steps=every
-        )
+        loader = StatefulDataLoader(make(), batch_size=BATCH, **loader_kw)
         if state is not None:
             loader.load_state_dict(state)
         for n, batch in enumerate(loader, 1):
@@ -68,13 +66,21 @@ def _run(
     return delivered, nxt
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+LOADERS = {
+    "in-process": {"num_workers": 0},
+    "2-workers": {"num_workers": 2},
+    # batches prefetched by the workers but not yet yielded are not in the state
+    "persistent-prefetch-4": {"num_workers": 2, "persistent_workers": True, "prefetch_factor": 4},
+}
+
+
+@pytest.mark.parametrize("kind", list(LOADERS))
 @pytest.mark.parametrize("make", [_webdataset, _datapipeline], ids=["webdataset", "pipeline"])
 def test_stateful_dataloader_exactly_once(
-    tmp_path: Path, make: Callable[[list[str]], Any], workers: int
+    tmp_path: Path, make: Callable[[list[str]], Any], kind: str
 ) -> None:
     urls, keys = write_shards(tmp_path, 6, 30)  # 180 samples, 23 batches
-    delivered, nxt = _run(lambda: make(urls), workers, [5, 3, 7])
+    delivered, nxt = _run(lambda: make(urls), [5, 3, 7], **LOADERS[kind])
     assert_exactly_once(delivered, keys)
     assert_exactly_once(nxt, keys)
 
@@ -83,7 +89,7 @@ def test_snapshot_every_n_steps_at_a_snapshot_step(tmp_path: Path) -> None:
     """With ``snapshot_every_n_steps=n`` the workers' states are taken every n batches; a
     loader state taken at such a step is exact."""
     urls, keys = write_shards(tmp_path, 6, 30)
-    delivered, _ = _run(lambda: _webdataset(urls), 2, [6, 9], every=3)
+    delivered, _ = _run(lambda: _webdataset(urls), [6, 9], num_workers=2, snapshot_every_n_steps=3)
     assert_exactly_once(delivered, keys)
 
 
