@@ -7,8 +7,9 @@ exits non-zero when a rank fails. A CONFIG holds ``urls``, ``rank``, ``world``, 
 - ``init``: a ``file://`` rendezvous for a gloo process group of ``world`` ranks; None runs
   without ``torch.distributed``, the rank and world size set in ``RANK``/``WORLD_SIZE`` only
   (as ranks that save their states separately);
+- ``state``: a state to ``load_state_dict()`` first, or None;
 - ``stop``: take ``state_dict()`` after this many batches and stop (every rank at the same
-  step); or ``state``: a state to ``load_state_dict()``, then finish that epoch and run the next.
+  step); None: finish the epoch, then run the next one.
 
 The loader is ``make_loader`` (shuffle buffers in the workers and in the main process) with
 ``split_by_node``; every sample comes out as ``(key, "rank/worker")`` so the test can see which
@@ -64,6 +65,8 @@ def run_rank(cfg: dict[str, Any]) -> None:
             "gloo", init_method=cfg["init"], rank=cfg["rank"], world_size=cfg["world"]
         )
     loader = make(cfg["urls"], cfg["workers"])
+    if cfg.get("state") is not None:
+        loader.load_state_dict(cfg["state"])
     result: dict[str, Any] = {}
     if cfg.get("stop") is not None:
         before: list[list[str]] = []
@@ -73,7 +76,6 @@ def run_rank(cfg: dict[str, Any]) -> None:
                 break
         result = {"before": before, "state": loader.state_dict()}
     else:
-        loader.load_state_dict(cfg["state"])
         result["rest"] = [list(pair) for batch in loader for pair in batch]
         result["next"] = [list(pair) for batch in loader for pair in batch]
     with open(cfg["out"], "w") as f:

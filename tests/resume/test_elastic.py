@@ -65,7 +65,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Shards, and what 2 ranks x 2 workers delivered before saving at 40 % of the epoch."""
     tmp = tmp_path_factory.mktemp("elastic")
     urls, keys = write_shards(tmp, SHARDS, PER_SHARD)
-    ranks = run_ranks(tmp, "save", 2, 2, True, urls=urls, stop=STOP)
+    ranks = run_ranks(tmp, "save", 2, 2, True, urls=urls, state=None, stop=STOP)
     return {"tmp": tmp, "urls": urls, "keys": keys, "ranks": ranks}
 
 
@@ -102,12 +102,24 @@ def test_states_saved_per_rank_merged(saved: dict[str, Any]) -> None:
     """Without torch.distributed (RANK/WORLD_SIZE only) each rank saves its own state;
     ``merge_states`` makes the global one."""
     tmp, urls, keys = saved["tmp"], saved["urls"], saved["keys"]
-    ranks = run_ranks(tmp, "env-save", 2, 2, False, urls=urls, stop=STOP)
+    ranks = run_ranks(tmp, "env-save", 2, 2, False, urls=urls, state=None, stop=STOP)
     states = [r["state"] for r in ranks]
     assert states[0] != states[1]  # each rank's own deliveries
     merged = merge_states(states)
     assert merged["delivered"] == sum(s["delivered"] for s in states)
-    resumed = run_ranks(tmp, "env-resume", 3, 1, False, urls=urls, state=merged)
+    resumed = run_ranks(tmp, "env-resume", 3, 1, False, urls=urls, state=merged, stop=None)
     before = [k for r in ranks for k, _ in r["before"]]
     assert_exactly_once(before + [k for r in resumed for k, _ in r["rest"]], keys)
     assert_exactly_once([k for r in resumed for k, _ in r["next"]], keys)
+
+
+def test_resumed_run_saved_again_by_other_numbers(saved: dict[str, Any]) -> None:
+    """2 x 2 saves, 3 x 1 resumes and saves again 3 batches later, 1 x 4 finishes."""
+    tmp, urls, keys = saved["tmp"], saved["urls"], saved["keys"]
+    state = saved["ranks"][0]["state"]
+    middle = run_ranks(tmp, "chain-3x1", 3, 1, True, urls=urls, state=state, stop=3)
+    assert all(r["state"] == middle[0]["state"] for r in middle)
+    assert middle[0]["state"]["generation"] == 1
+    last = run_ranks(tmp, "chain-1x4", 1, 4, True, urls=urls, state=middle[0]["state"], stop=None)
+    delivered = [k for run in (saved["ranks"], middle) for r in run for k, _ in r["before"]]
+    assert_exactly_once(delivered + [k for k, _ in last[0]["rest"]], keys)
