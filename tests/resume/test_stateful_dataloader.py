@@ -159,3 +159,19 @@ def test_worker_state_in_another_worker_is_refused(tmp_path: Path) -> None:
     again.load_state_dict(state)
     with pytest.raises(ConfigError, match=r"\(0, 1, ., 2\) was loaded into reader \(0, 1, ., 2\)"):
         next(iter(again))
+
+
+@pytest.mark.parametrize("stop", [1, 2])
+def test_persistent_workers_second_epoch(tmp_path: Path, stop: int) -> None:
+    """In the second epoch of persistent workers, a worker that has not yielded a batch yet is
+    in the new epoch (its state is not the finished previous epoch's)."""
+    urls, keys = write_shards(tmp_path, 6, 30)
+    kw = {"batch_size": BATCH, "num_workers": 2, "persistent_workers": True}
+    loader = StatefulDataLoader(_webdataset(urls), **kw)
+    first = [k for b in loader for k in keys_of_batch(b)]
+    before, state = _state_at(loader, stop)
+    again = StatefulDataLoader(_webdataset(urls), **kw)
+    again.load_state_dict(state)
+    second = before + [k for b in again for k in keys_of_batch(b)]
+    assert_exactly_once(second, keys)
+    assert second[:BATCH] != first[:BATCH]  # epoch 1's shard order, not epoch 0's

@@ -115,7 +115,13 @@ def _persistent(p: Any) -> bool:
 
 
 def iterate(p: Any) -> Iterator[Any]:
-    """One tracked pass of the top-level ``p``: deliver items and record their ids."""
+    """One tracked pass of the top-level ``p``: deliver items and record their ids.
+
+    The pass's ledger is set up at once, when ``iter()`` is called, not at the first item: a
+    state taken in between (``StatefulDataLoader`` takes a worker's state right after
+    ``iter(dataset)``, and a persistent worker's dataset still holds the previous epoch's
+    ledger then) is that of the new pass.
+    """
     found = innermost(p)
     assert found is not None
     inner, source = found
@@ -133,7 +139,10 @@ def iterate(p: Any) -> Iterator[Any]:
     if state is not None:
         ledger.load(state)
     p._resume_ledger = ledger
-    ctx = {**header, "resume": state}
+    return _deliver(p, ledger, {**header, "resume": state})
+
+
+def _deliver(p: Any, ledger: Ledger, ctx: dict[str, Any]) -> Iterator[Any]:
     for item, tags in pairs(p, ctx):
         ledger.add(flat(tags))
         yield item
