@@ -175,3 +175,26 @@ def test_persistent_workers_second_epoch(tmp_path: Path, stop: int) -> None:
     second = before + [k for b in again for k in keys_of_batch(b)]
     assert_exactly_once(second, keys)
     assert second[:BATCH] != first[:BATCH]  # epoch 1's shard order, not epoch 0's
+
+
+def test_unresumable_pipeline_runs_and_its_state_is_refused(tmp_path: Path) -> None:
+    """StatefulDataLoader asks the workers' datasets for their state whether or not the loop
+    saves one: a pipeline that cannot be resumed still runs; its state is refused on load."""
+    urls, _ = write_shards(tmp_path, 4, 30)
+
+    def make() -> Any:
+        return wds.WebDataset(urls, shardshuffle=True, seed=17).with_epoch(50).to_tuple("txt")
+
+    loader = StatefulDataLoader(make(), batch_size=BATCH, num_workers=2)
+    assert sum(len(keys_of_batch(b)) for b in loader) == 100  # 50 per worker
+    _, state = _state_at(loader, 3)
+    again = StatefulDataLoader(make(), batch_size=BATCH, num_workers=2)
+    again.load_state_dict(state)
+    with pytest.raises(ConfigError, match="saved by a pipeline that cannot be resumed: with_epoch"):
+        next(iter(again))
+    with pytest.raises(ConfigError, match="with_epoch"):
+        merge_states([state])
+    in_process = StatefulDataLoader(make(), batch_size=BATCH, num_workers=0)
+    next(iter(in_process))
+    with pytest.raises(ConfigError, match="with_epoch"):
+        in_process.state_dict()

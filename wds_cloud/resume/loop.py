@@ -12,14 +12,17 @@ of what it delivered. Under it, tracked sources produce ``(item, tags)`` pairs:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.resume.source import ShardSource, find_source
-from wds_cloud.resume.state import Ledger, check_state, merge_states
+from wds_cloud.resume.state import STATE_FORMAT, Ledger, check_state, merge_states
 from wds_cloud.resume.track import Tagged, TaggedCollate, flat, run_stages
+
+log = logging.getLogger(__name__)
 
 
 def _loader_dataset(stage: Any) -> Any:
@@ -191,7 +194,7 @@ def state_dict(p: Any) -> dict[str, Any]:
         if pending is not None:
             return pending  # loaded, not iterated yet
         if not enabled(p):
-            raise ConfigError(_why_not(p))
+            return _unresumable(p)
         found = innermost(p)
         assert found is not None
         epoch, order = found[1].order()
@@ -213,6 +216,30 @@ def state_dict(p: Any) -> dict[str, Any]:
             dist.all_gather_object(gathered, state)
             state = merge_states(gathered)
     return state
+
+
+def _unresumable(p: Any) -> dict[str, Any]:
+    """The state of a pipeline that cannot be resumed: an error, except in a DataLoader worker.
+
+    torchdata's ``StatefulDataLoader`` asks every worker's dataset for its state when the
+    worker starts and after its batches, whether or not the training loop ever saves one; a
+    pipeline that cannot be resumed (``with_epoch``, ``resampled=True`` ...) must still run
+    there. Its worker state names why, and loading it raises.
+
+    Raises:
+        ConfigError: outside a DataLoader worker, naming why ``p`` cannot be resumed.
+    """
+    why = _why_not(p)
+    scope = _reader_scope()
+    if scope is None:
+        raise ConfigError(why)
+    if why not in _warned:
+        _warned.add(why)
+        log.info("state_dict() in a DataLoader worker: %s; loading this state will fail", why)
+    return {"format": STATE_FORMAT, "unresumable": why, "reader": scope}
+
+
+_warned: set[str] = set()
 
 
 def load_state_dict(p: Any, state: dict[str, Any]) -> None:

@@ -133,11 +133,16 @@ def check_state(state: Any) -> dict[str, Any]:
     """Validate the shape of a state dict.
 
     Raises:
-        ConfigError: not a wds_cloud resume state.
+        ConfigError: not a wds_cloud resume state, or one saved by a pipeline that cannot be
+            resumed (in a DataLoader worker, where ``StatefulDataLoader`` asks for it anyway).
     """
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ConfigError(
             f"not a wds_cloud loader state (expected format {STATE_FORMAT!r}): {str(state)[:200]}"
+        )
+    if "unresumable" in state:
+        raise ConfigError(
+            f"this state was saved by a pipeline that cannot be resumed: {state['unresumable']}"
         )
     return state
 
