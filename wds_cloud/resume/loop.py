@@ -12,14 +12,17 @@ of what it delivered. Under it, tracked sources produce ``(item, tags)`` pairs:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.resume.source import ShardSource, find_source
-from wds_cloud.resume.state import check_state, merge_states
+from wds_cloud.resume.state import STATE_FORMAT, Ledger, check_state, merge_states
 from wds_cloud.resume.track import Tagged, TaggedCollate, flat, run_stages
+
+log = logging.getLogger(__name__)
 
 
 def _loader_dataset(stage: Any) -> Any:
@@ -126,17 +129,24 @@ def iterate(p: Any) -> Iterator[Any]:
     if _windowed(p):
         from wds_cloud.resume.window import windowed
 
-        yield from windowed(p, state, run_pass)
-    else:
-        yield from run_pass(p, state)
+        return windowed(p, state, run_pass)
+    return run_pass(p, state)
 
 
 def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     """One tracked pass of the top-level ``p`` (from ``state`` if given): deliver items and
-    record their ids."""
+    record their ids.
+
+    The pass's ledger is set up at once, when the pass starts, not at its first item: a state
+    taken in between (``StatefulDataLoader`` takes a worker's state right after
+    ``iter(dataset)``, and a persistent worker's dataset still holds the previous epoch's
+    ledger then) is that of the new pass.
+    """
     found = innermost(p)
     assert found is not None
     inner, source = found
+    if state is not None and state.get("reader") is not None:
+        _check_reader(state["reader"])
     if state is not None and source.shuffle is not None:
         source.shuffle.epoch = state["epoch"]
     epoch, order = source.order()
@@ -149,7 +159,10 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     if state is not None:
         ledger.load(state)
     p._resume_ledger = ledger
-    ctx = {**header, "resume": state}
+    return _deliver(p, ledger, {**header, "resume": state}, follow, epoch)
+
+
+def _deliver(p: Any, ledger: Ledger, ctx: dict[str, Any], follow: Any, epoch: int) -> Iterator[Any]:
     for item, tags in pairs(p, ctx):
         if follow is not None:
             follow.epoch, follow = epoch + 1, None
@@ -158,6 +171,21 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     if follow is not None:
         follow.epoch = epoch + 1
     ledger.header["finished"] = True
+
+
+def _check_reader(saved: list[int]) -> None:
+    """Refuse a reader's state (one DataLoader worker's) loaded into another reader."""
+    from wds_cloud.core.shards import worker_info
+
+    here = list(worker_info())
+    if list(saved) != here:
+        raise ConfigError(
+            f"the state of reader (rank, world, worker, workers) = {tuple(saved)} was loaded "
+            f"into reader {tuple(here)}: a worker's state (as StatefulDataLoader saves it) "
+            "resumes only the same worker of the same world size; to resume with other "
+            "numbers, merge the states with wds_cloud.resume.merge_states and load the result "
+            "into the dataset (see docs/resume.md)"
+        )
 
 
 def _reader_scope() -> list[int] | None:
@@ -187,7 +215,7 @@ def state_dict(p: Any) -> dict[str, Any]:
         if pending is not None:
             return pending  # loaded, not iterated yet
         if not enabled(p):
-            raise ConfigError(_why_not(p))
+            return _unresumable(p)
         found = innermost(p)
         assert found is not None
         epoch, order = found[1].order()
@@ -216,6 +244,30 @@ def state_dict(p: Any) -> dict[str, Any]:
     return state
 
 
+def _unresumable(p: Any) -> dict[str, Any]:
+    """The state of a pipeline that cannot be resumed: an error, except in a DataLoader worker.
+
+    torchdata's ``StatefulDataLoader`` asks every worker's dataset for its state when the
+    worker starts and after its batches, whether or not the training loop ever saves one; a
+    pipeline that cannot be resumed (``with_epoch``, ``resampled=True`` ...) must still run
+    there. Its worker state names why, and loading it raises.
+
+    Raises:
+        ConfigError: outside a DataLoader worker, naming why ``p`` cannot be resumed.
+    """
+    why = _why_not(p)
+    scope = _reader_scope()
+    if scope is None:
+        raise ConfigError(why)
+    if why not in _warned:
+        _warned.add(why)
+        log.info("state_dict() in a DataLoader worker: %s; loading this state will fail", why)
+    return {"format": STATE_FORMAT, "unresumable": why, "reader": scope}
+
+
+_warned: set[str] = set()
+
+
 def load_state_dict(p: Any, state: dict[str, Any]) -> None:
     """Make the next pass of ``p`` deliver what ``state`` did not.
 
@@ -227,7 +279,10 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
         raise ConfigError(_why_not(p))
     p.__dict__.pop("_resume_ledger", None)
     p.__dict__.pop("_resume_pending", None)  # a state loaded before and not iterated
-    if state.get("finished"):
+    if state.get("finished") and state.get("reader") is None:
+        # the epoch is over: the next pass starts the next one. A reader's state (one
+        # StatefulDataLoader worker) that finished its share keeps its epoch: the loader's
+        # epoch goes on in the other workers and this one has nothing left to deliver.
         found = innermost(p)
         assert found is not None
         if found[1].shuffle is not None:

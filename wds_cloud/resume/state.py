@@ -133,27 +133,56 @@ def check_state(state: Any) -> dict[str, Any]:
     """Validate the shape of a state dict.
 
     Raises:
-        ConfigError: not a wds_cloud resume state.
+        ConfigError: not a wds_cloud resume state, or one saved by a pipeline that cannot be
+            resumed (in a DataLoader worker, where ``StatefulDataLoader`` asks for it anyway).
     """
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ConfigError(
             f"not a wds_cloud loader state (expected format {STATE_FORMAT!r}): {str(state)[:200]}"
         )
+    if "unresumable" in state:
+        raise ConfigError(
+            f"this state was saved by a pipeline that cannot be resumed: {state['unresumable']}"
+        )
     return state
 
 
+def _wds_states(state: Any) -> list[Any]:
+    """The wds_cloud states in ``state``: itself, or those a torchdata ``StatefulDataLoader``
+    state holds (its dataset's without workers, each worker's with workers)."""
+    if not isinstance(state, dict) or state.get("format") == STATE_FORMAT:
+        return [state]
+    snapshot = state.get("_snapshot")
+    if isinstance(snapshot, dict) and isinstance(snapshot.get("_worker_snapshots"), dict):
+        late = state.get("_steps_since_snapshot")
+        if late:
+            raise ConfigError(
+                f"merge_states: this StatefulDataLoader state was taken {late} batch(es) after "
+                "its workers' last snapshot, so it does not say what those batches delivered; "
+                "take loader states after a multiple of snapshot_every_n_steps batches (the "
+                "default, 1, makes every step one)"
+            )
+        return [w.get("dataset_state") for w in snapshot["_worker_snapshots"].values()]
+    if "dataset_state" in state and "_num_yielded" in state:
+        return [state["dataset_state"]]
+    return [state]
+
+
 def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Merge the states of several ranks (taken at the same step) into one global state.
+    """Merge the states of several readers (taken at the same step) into one global state.
 
     Under ``torch.distributed`` ``state_dict()`` gathers and merges by itself; use this when
-    each rank saved its own state (e.g. ranks started with ``RANK``/``WORLD_SIZE`` only).
+    each rank saved its own state (e.g. ranks started with ``RANK``/``WORLD_SIZE`` only), or to
+    turn torchdata ``StatefulDataLoader`` states (``loader.state_dict()`` of each rank, which
+    hold one state per worker) into a state that any world size and worker count can resume.
 
     Raises:
-        ConfigError: the states are of different epochs or shard orders.
+        ConfigError: the states are of different epochs or shard orders, or a
+            ``StatefulDataLoader`` state was taken between its workers' snapshots.
     """
+    states = [check_state(s) for state in states for s in _wds_states(state)]
     if not states:
         raise ConfigError("merge_states: no states")
-    states = [check_state(s) for s in states]
     first = states[0]
     for other in states[1:]:
         for key in ("epoch", "seed", "order", "shards"):
@@ -173,6 +202,9 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ends.update(s.get("ends", {}))
     merged = dict(first)
     merged.pop("reader", None)
+    merged.pop("finished", None)
+    if all(s.get("finished") for s in states):
+        merged["finished"] = True  # every reader finished its share: the epoch is over
     merged["delivered"] = sum(int(s.get("delivered", 0)) for s in states)
     merged["generation"] = max(int(s.get("generation", 0)) for s in states)
     merged["done"] = _index_ranges(done)
