@@ -183,17 +183,29 @@ def test_unresumable_pipeline_runs_and_its_state_is_refused(tmp_path: Path) -> N
     urls, _ = write_shards(tmp_path, 4, 30)
 
     def make() -> Any:
-        return wds.WebDataset(urls, shardshuffle=True, seed=17).with_epoch(50).to_tuple("txt")
+        return wds.DataPipeline(
+            wds.SimpleShardList(urls),
+            wds.split_by_worker,
+            _custom_shard_stage,
+            wds.tarfile_to_samples(),
+            wds.to_tuple("txt"),
+        )
 
     loader = StatefulDataLoader(make(), batch_size=BATCH, num_workers=2)
-    assert sum(len(keys_of_batch(b)) for b in loader) == 100  # 50 per worker
+    assert sum(len(keys_of_batch(b)) for b in loader) == 120
     _, state = _state_at(loader, 3)
     worker_0 = state["_snapshot"]["_worker_snapshots"]["worker_0"]["dataset_state"]
-    with pytest.raises(ConfigError, match="saved by a pipeline that cannot be resumed: with_epoch"):
+    why = "saved by a pipeline that cannot be resumed: .*custom shard stages"
+    with pytest.raises(ConfigError, match=why):
         make().load_state_dict(worker_0)  # what the resumed worker does
-    with pytest.raises(ConfigError, match="with_epoch"):
+    with pytest.raises(ConfigError, match="custom shard stages"):
         merge_states([state])
     in_process = StatefulDataLoader(make(), batch_size=BATCH, num_workers=0)
     next(iter(in_process))
-    with pytest.raises(ConfigError, match="with_epoch"):
+    with pytest.raises(ConfigError, match="custom shard stages"):
         in_process.state_dict()
+
+
+def _custom_shard_stage(src: Any) -> Any:
+    """A shard stage resume does not know (so the pipeline cannot be resumed)."""
+    yield from src
