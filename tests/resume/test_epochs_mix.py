@@ -187,8 +187,9 @@ def test_resampled_draws_with_buffers(shards: tuple[list[str], list[str]]) -> No
 def test_resampled_states_of_two_ranks_merge(
     shards: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ranks draw different shards; their states merged into one resume each rank exactly."""
-    from wds_cloud.resume.draws import merge_draws
+    """Ranks draw different shards; their states merged (the documented merge_states) into one
+    resume each rank exactly."""
+    from wds_cloud.resume import merge_states
 
     urls, _ = shards
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -204,7 +205,7 @@ def test_resampled_states_of_two_ranks_merge(
         heads.append([key_of(s) for s in itertools.islice(ds, stop)])
         states.append(json.loads(json.dumps(ds.state_dict())))
     assert plain[0] != plain[1]
-    merged = merge_draws(states)
+    merged = merge_states(states)
     assert set(merged["draws"]) == {"0.0", "1.0"}
     for rank in (0, 1):
         monkeypatch.setenv("RANK", str(rank))

@@ -235,12 +235,7 @@ def state_dict(p: Any) -> dict[str, Any]:
         if world > 1:
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, state)
-            if state.get("resampled"):
-                from wds_cloud.resume.draws import merge_draws
-
-                state = merge_draws(gathered)
-            else:
-                state = merge_states(gathered)
+            state = merge_states(gathered)
     return state
 
 

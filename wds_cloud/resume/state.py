@@ -183,6 +183,10 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     states = [check_state(s) for state in states for s in _wds_states(state)]
     if not states:
         raise ConfigError("merge_states: no states")
+    if any(s.get("resampled") for s in states):
+        from wds_cloud.resume.draws import merge_draws
+
+        return merge_draws(states)  # resampled readers: their draws, keyed by rank and worker
     first = states[0]
     for other in states[1:]:
         for key in ("epoch", "seed", "order", "shards"):
