@@ -41,7 +41,6 @@ import numpy as np
 import torch
 
 import wds_cloud as wds
-from wds_cloud.core.shards import node_info
 from wds_cloud.sagemaker import SageMakerEnv, channel_shards, sagemaker_dataset
 
 CHECKPOINT = "checkpoint.pt"
@@ -104,15 +103,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.manual_seed(0)
     source = channel_shards(args.channel)
-    # The loader's position can be saved when the shards are split by torch rank (one host, or
-    # several under torch.distributed): split_by_node then splits them as SageMaker would. Pipe
-    # mode and several hosts without torch.distributed are not resumable mid-epoch.
-    resumable = not source.is_pipe and (source.rank, source.world_size) == node_info()
-    if resumable:
-        split: dict[str, Any] = {"seed": 17, "nodesplitter": wds.split_by_node}
-    else:
-        split = {}
-        print("input not resumable mid-epoch: no checkpoints", file=sys.stderr)
+    # File and FastFile channels resume mid-epoch on one host, or on several under
+    # torch.distributed (state_dict() then gathers every host's position). A Pipe-mode FIFO
+    # cannot be read again; hosts without a process group would each save only their own part.
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    resumable = not source.is_pipe and (source.world_size == 1 or distributed)
+    split: dict[str, Any] = {"seed": 17} if resumable else {}
+    if not resumable:
+        print("input not resumable mid-epoch here: no checkpoints", file=sys.stderr)
     dataset = (
         sagemaker_dataset(source, shardshuffle=True, **split)
         .shuffle(args.shuffle)

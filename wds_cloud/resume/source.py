@@ -39,6 +39,7 @@ from wds_cloud.core.shards import (
 from wds_cloud.errors import ConfigError
 from wds_cloud.resume.reader import Pair, read_item
 from wds_cloud.resume.state import Ledger, WorkItem, remaining
+from wds_cloud.sagemaker.channels import SplitReaders
 
 
 @dataclass
@@ -70,6 +71,8 @@ class ShardSource:
         if self.node_split is not None:
             if fresh:
                 items = list(self.node_split(items))  # the splitter's own checks and errors
+            elif isinstance(self.node_split, SplitReaders):  # SageMaker's host rank and count
+                items = items[self.node_split.rank :: self.node_split.world_size]
             else:
                 rank, world = node_info()
                 items = items[rank::world] if self.node_split is split_by_node else items
@@ -182,7 +185,7 @@ def find_source(stages: list[Any]) -> Any:
     for s in prefix[1:]:
         if isinstance(s, ShardShuffle) and source.shuffle is None:
             source.shuffle = s
-        elif s in _SPLITTERS and source.node_split is None:
+        elif (s in _SPLITTERS or isinstance(s, SplitReaders)) and source.node_split is None:
             source.node_split = s
         elif s is split_by_worker:
             source.worker_split = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from collections.abc import Iterable
@@ -19,6 +20,19 @@ from wds_cloud.sagemaker.env import SageMakerEnv
 from wds_cloud.sagemaker.fifo import DEFAULT_OPEN_TIMEOUT
 
 log = logging.getLogger(__name__)
+
+
+def _classes() -> Any:
+    """The module whose ``WebDataset``/``FluidWrapper`` the package exports: torch
+    ``IterableDataset`` subclasses when torch is installed, plain iterables otherwise."""
+    if importlib.util.find_spec("torch") is not None:
+        from wds_cloud import pytorch
+
+        return pytorch
+    from wds_cloud.core import compat
+
+    return compat
+
 
 # WebDataset arguments that mean something for a single FIFO stream.
 _PIPE_KW = frozenset({"handler", "select_files", "rename_files", "empty_check"})
@@ -77,8 +91,6 @@ def sagemaker_dataset(
         ConfigError: see :func:`channel_shards`; a ``WebDataset`` option that Pipe mode cannot
             honour.
     """
-    import wds_cloud
-
     if isinstance(channel, ChannelSource):
         source = channel
         environ: Any = env.environ if env is not None else os.environ
@@ -96,7 +108,7 @@ def sagemaker_dataset(
         )
     if not source.is_pipe:
         webdataset_kw.setdefault("nodesplitter", SplitReaders(source.rank, source.world_size))
-        return wds_cloud.WebDataset(list(source.all_urls), **webdataset_kw)
+        return _classes().WebDataset(list(source.all_urls), **webdataset_kw)
 
     if webdataset_kw.get("shardshuffle") not in (None, False, 0):
         log.warning(
@@ -118,7 +130,7 @@ def sagemaker_dataset(
         read_timeout=read_timeout,
         **webdataset_kw,
     )
-    dataset = wds_cloud.FluidWrapper(pipe)
+    dataset = _classes().FluidWrapper(pipe)
     if empty_check:
         from wds_cloud.core.stages import check_empty
 
