@@ -20,6 +20,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 def ray_session() -> Iterator[Any]:
     """A local Ray for the session; workers find ``tests`` (the per-sample functions) and this
     checkout's ``wds_cloud`` through the job's code search path."""
+    from wds_cloud.jobs.engines import LOOPBACK_ENV, loopback_only
+
+    before = os.environ.get(LOOPBACK_ENV)
+    assert loopback_only() or before == "0", "ray was imported before this fixture"
     import ray
     from ray.job_config import JobConfig
 
@@ -34,3 +38,5 @@ def ray_session() -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+        if before is None:
+            os.environ.pop(LOOPBACK_ENV, None)

@@ -36,7 +36,7 @@ def test_reshard_keeps_order_and_cuts_by_count(inputs, tmp_path):
     assert read_samples(summary.shards) == read_samples(inputs)
     assert (summary.samples_in, summary.samples_out, summary.skipped) == (65, 65, {})
     assert sorted(listing(tmp_path / "out")) == sorted(
-        [f"r-{i:04d}.tar" for i in range(7)] + ["wds-job-manifest.json"]
+        [f"r-{i:04d}.tar" for i in range(7)] + ["r-N.tar.manifest.json"]
     )
 
 
@@ -194,7 +194,7 @@ def test_cli_resumes_after_the_driver_is_killed(inputs, tmp_path):
     out = tmp_path / "out"
     args = ["map", *many, "-o", str(out), "--fn", "tests.jobs.helpers:slow_upper", "--json"]
     proc = _cli(*args, env={"WDS_TEST_SLOW": "0.05"})
-    manifest = out / "wds-job-manifest.json"
+    manifest = out / "shard-N.tar.manifest.json"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if manifest.exists() and len(json.loads(manifest.read_bytes())["tasks"]) >= 3:

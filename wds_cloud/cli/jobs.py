@@ -185,7 +185,9 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
 def _output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="folder/prefix, or out/shard-%%06d.tar")
     p.add_argument("--pattern", help="shard names inside -o (default shard-%%06d.tar)")
-    p.add_argument("--manifest", help="manifest URL (default: wds-job-manifest.json beside)")
+    p.add_argument(
+        "--manifest", help="manifest URL (default: beside the shards, NAME.manifest.json)"
+    )
     p.add_argument("--no-manifest", action="store_true", help="keep no manifest (no resume)")
 
 

@@ -12,6 +12,7 @@ matters to a job's output (each task's output depends on its item only).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
@@ -73,6 +74,23 @@ class LocalEngine:
                         pending[pool.submit(fn, nxt[1], shared)] = nxt[0]
 
 
+#: Ray reads this when it is imported; "0" makes a local instance bind to 127.0.0.1 only
+#: (otherwise its servers listen on every interface).
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def loopback_only() -> bool:
+    """Ask a Ray not yet imported in this process to keep a local instance on 127.0.0.1.
+
+    Sets ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` unless the variable is set already. Returns
+    False when Ray was imported before (then its own setting stands).
+    """
+    if "ray" in sys.modules:
+        return False
+    os.environ.setdefault(LOOPBACK_ENV, "0")
+    return True
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -85,7 +103,10 @@ def _import_ray() -> Any:
 
 def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     """Connect to Ray: ``address`` (an existing cluster, ``auto``), or the session already
-    started in this process, or a new local one on 127.0.0.1 (no dashboard). Returns ``ray``."""
+    started in this process, or a new local one on 127.0.0.1 (no dashboard; see
+    :func:`loopback_only`). Returns ``ray``."""
+    if not address:
+        loopback_only()
     ray = _import_ray()
     if ray.is_initialized():
         return ray

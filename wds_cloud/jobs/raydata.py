@@ -8,11 +8,12 @@ samples without some member have null there (and get no such member when written
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
 from wds_cloud.jobs.engines import ensure_ray
-from wds_cloud.openers.registry import OpenerRegistry
+from wds_cloud.openers.registry import OpenerRegistry, url_scheme
 
 
 class _ReadShard:
@@ -120,6 +121,8 @@ def write_dataset(
     from wds_cloud.jobs.runner import check_pattern
 
     check_pattern(pattern)
+    if url_scheme(pattern) == "file":
+        os.makedirs(os.path.dirname(os.path.abspath(pattern % 0)), exist_ok=True)
     if num_shards is not None:
         ds = ds.repartition(num_shards)
     sink = _datasink_class()(pattern, registry, writer_kw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from wds_cloud.jobs.task import Ops, Task, run_task
 from wds_cloud.openers.registry import url_scheme
 from wds_cloud.redact import redact_url
 
+_INT_FORMAT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[diouxX]")
 _SAVE_EVERY = 0.5  # seconds between manifest rewrites while tasks finish
 
 
@@ -25,10 +27,12 @@ def _name(fn: Callable[..., Any] | None) -> str | None:
 
 
 def default_manifest(pattern: str) -> str:
-    """``wds-job-manifest.json`` beside the output shards."""
-    first = pattern % 0
-    cut = first.rfind("/")
-    return (first[: cut + 1] if cut >= 0 else "") + "wds-job-manifest.json"
+    """The manifest beside the output shards, named for their pattern:
+    ``out/shard-%06d.tar`` -> ``out/shard-N.tar.manifest.json`` (two jobs writing different
+    names into one folder keep separate manifests)."""
+    cut = pattern.rfind("/") + 1
+    base = _INT_FORMAT.sub("N", pattern[cut:]).replace("%%", "%")
+    return pattern[:cut].replace("%%", "%") + base + ".manifest.json"
 
 
 def check_pattern(pattern: str) -> None:
