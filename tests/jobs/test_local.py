@@ -229,3 +229,40 @@ def test_cli_reshard_and_verify_json(inputs, tmp_path):
     proc = _cli("reshard", *inputs, "-o", str(out))
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "--maxcount, --maxsize or --nshards" in stderr
+
+
+def test_cli_convert_directory_with_select_and_index(tmp_path):
+    src = tmp_path / "files"
+    src.mkdir()
+    for i in range(9):
+        (src / f"{i:02d}.txt").write_text(f"t{i}")
+        (src / f"{i:02d}.cls").write_text(str(i % 7))
+    out = tmp_path / "out"
+    proc = _cli(
+        "convert",
+        str(src),
+        "-o",
+        str(out),
+        "--maxcount",
+        "4",
+        "--pattern",
+        "c-%02d.tar",
+        "--select",
+        "tests.jobs.helpers:even_class",
+        "--json",
+    )
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    report = json.loads(stdout)
+    assert report["samples_in"] == 9 and report["skipped"] == {"select": 4}
+    # the third task's one sample is filtered out: it writes no shard (no empty shard)
+    assert report["tasks"] == 3
+    assert report["shards"] == [str(out / f"c-{i:02d}.tar") for i in range(2)]
+    assert [s["__key__"] for s in read_samples(report["shards"])] == ["00", "02", "04", "06", "07"]
+    proc = _cli("index", *report["shards"], "-q")
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "wrote" in stdout and (out / "index.json").exists()
+    proc = _cli("map", *report["shards"], "-o", str(out), "--fn", "tests.jobs.helpers:nope")
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "--fn 'tests.jobs.helpers:nope'" in stderr
