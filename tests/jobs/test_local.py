@@ -17,7 +17,7 @@ from tests.jobs.helpers import listing, multiset, read_samples, write_inputs
 from wds_cloud.errors import ConfigError
 from wds_cloud.index.build import build_index
 from wds_cloud.index.format import idx_url
-from wds_cloud.jobs import convert, index_job, map_shards, reshard, verify_job
+from wds_cloud.jobs import LocalEngine, convert, index_job, map_shards, reshard, verify_job
 from wds_cloud.jobs.reshard import input_shards
 from wds_cloud.jobs.sources import ShardSource
 from wds_cloud.jobs.task import Ops, Task, run_task
@@ -51,7 +51,14 @@ def test_reshard_by_size_and_count(inputs, tmp_path):
 
 def test_shuffle_mixes_across_shards_and_is_seeded(inputs, tmp_path):
     a = reshard(inputs, str(tmp_path / "a" / "%d.tar"), maxcount=13, shuffle=True, seed=7)
-    b = reshard(inputs, str(tmp_path / "b" / "%d.tar"), maxcount=13, shuffle=True, seed=7)
+    b = reshard(
+        inputs,
+        str(tmp_path / "b" / "%d.tar"),
+        maxcount=13,
+        shuffle=True,
+        seed=7,
+        engine=LocalEngine(workers=3),
+    )
     c = reshard(inputs, str(tmp_path / "c" / "%d.tar"), maxcount=13, shuffle=True, seed=8)
     original = read_samples(inputs)
     first = read_samples([a.shards[0]])

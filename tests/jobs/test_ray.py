@@ -149,3 +149,41 @@ def test_ray_data_read_and_write(ray_session, tmp_path):
     assert shards == [str(tmp_path / "out" / f"w-{i:04d}.tar") for i in range(2)]
     assert multiset(read_samples(shards)) == multiset(read_samples(inputs))
     assert [n for n in listing(tmp_path / "out") if n.startswith(".")] == []
+
+
+def test_cli_on_an_existing_cluster_by_address(ray_session, tmp_path):
+    """`wds-cloud job ... --engine ray --address` joins the running cluster as a new driver."""
+    import json
+    import subprocess
+    import sys
+
+    inputs = input_shards(write_inputs(tmp_path / "in", 3, 6), None)
+    address = ray_session.get_runtime_context().gcs_address
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wds_cloud.cli",
+            "job",
+            "reshard",
+            *inputs,
+            "-o",
+            str(tmp_path / "out"),
+            "--nshards",
+            "2",
+            "--shuffle",
+            "--engine",
+            "ray",
+            "--address",
+            address,
+            "--json",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["samples_out"] == 18 and len(report["shards"]) == 2
+    assert multiset(read_samples(report["shards"])) == multiset(read_samples(inputs))
