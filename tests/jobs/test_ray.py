@@ -89,7 +89,7 @@ def test_killed_workers_leave_every_sample_exactly_once(ray_session, tmp_path):
                     kills.append(pids[0])
                 except ProcessLookupError:
                     continue
-                stop.wait(0.8)
+                stop.wait(0.5)
             else:
                 stop.wait(0.02)
 

@@ -59,7 +59,7 @@ def _run(
     started = time.monotonic()
     shards = input_shards(urls, registry)
     runner = make_engine(engine, address=address)
-    bar = Progress(kind, len(shards), enabled=progress)
+    bar = Progress(kind, len(shards), enabled=progress, writes=False)
     results: dict[int, TaskResult] = {}
     try:
         for position, outcome in runner.run(fn, shards, registry):

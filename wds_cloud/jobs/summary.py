@@ -123,6 +123,12 @@ class JobSummary:
     def text(self) -> str:
         """The closing summary, a few lines."""
         skipped = self.skipped
+        if self.kind in ("index", "verify"):  # they read shards and write no shard
+            read = f", {self.bytes_in / 1e6:.1f} MB" if self.bytes_in else ""
+            return (
+                f"{self.kind}: {len(self.tasks)} shards, {self.samples_in} samples{read} "
+                f"in {self.seconds:.2f} s"
+            )
         lines = [
             f"{self.kind}: {self.samples_in} samples in, {self.samples_out} out, "
             f"{sum(skipped.values())} skipped; {len(self.shards)} shards written "
@@ -151,10 +157,14 @@ class Progress:
         total: tasks to run.
         enabled: False prints nothing.
         every: seconds between plain lines when stderr is not a terminal.
+        writes: the job writes shards (counts samples and bytes written; else those read).
     """
 
-    def __init__(self, kind: str, total: int, *, enabled: bool, every: float = 5.0) -> None:
+    def __init__(
+        self, kind: str, total: int, *, enabled: bool, every: float = 5.0, writes: bool = True
+    ) -> None:
         self.kind = kind
+        self.writes = writes
         self.total = total
         self.enabled = enabled
         self.every = every
@@ -169,12 +179,18 @@ class Progress:
     def update(self, result: TaskResult) -> None:
         """Count one finished task."""
         self.done += 1
-        self.samples += result.samples_out
-        self.bytes += result.bytes_out
-        self.shards += result.output is not None
+        if self.writes:
+            self.samples += result.samples_out
+            self.bytes += result.bytes_out
+            self.shards += result.output is not None
+        else:
+            self.samples += result.samples_in
+            self.bytes += result.bytes_in
+            self.shards += 1
         if not self.enabled:
             return
-        status = f"{self.samples} samples, {self.bytes / 1e6:.1f} MB, {self.shards} shards"
+        done = "written" if self.writes else "read"
+        status = f"{self.samples} samples, {self.bytes / 1e6:.1f} MB, {self.shards} shards {done}"
         if self._bar is not None:
             self._bar.set_postfix_str(status, refresh=False)
             self._bar.update(1)
