@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 from benchmarks._data import DataSpec, ensure, warm
+from tests.jobs.helpers import descendants
 
 
 def _fn(sample: dict[str, Any]) -> dict[str, Any]:
@@ -44,28 +45,10 @@ def _fn(sample: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
 def _worker_peak_kb() -> int:
     """Largest VmHWM among this process's Ray worker processes (not GCS, raylet, agents)."""
     peak = 0
-    for pid in _descendants(os.getpid()):
+    for pid in descendants(os.getpid()):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 title = f.read()

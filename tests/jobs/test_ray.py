@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.jobs import helpers
-from tests.jobs.helpers import digests, listing, multiset, read_samples, write_inputs
+from tests.jobs.helpers import descendants, digests, listing, multiset, read_samples, write_inputs
 from wds_cloud.index.build import build_index
 from wds_cloud.index.format import idx_url
 from wds_cloud.jobs import RayEngine, convert, index_job, map_shards, reshard, verify_job
@@ -21,29 +21,10 @@ from wds_cloud.jobs.reshard import input_shards
 pytestmark = pytest.mark.slow
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
 def _running_task_workers() -> list[int]:
     """PIDs of this test's Ray workers now executing ``run_task`` (their process title)."""
     pids = []
-    for pid in _descendants(os.getpid()):
+    for pid in descendants(os.getpid()):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 if f.read().startswith(b"ray::run_task"):
