@@ -12,8 +12,7 @@ from tests.jobs.helpers import read_samples
 from tests.support import samplegen
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import ConfigError
-from wds_cloud.jobs.plan import group_samples, sample_spans, shuffled, span_sources
-from wds_cloud.jobs.sources import SpanSource
+from wds_cloud.jobs.plan import group_samples, plan_spans, sample_spans
 from wds_cloud.openers.registry import default_registry
 from wds_cloud.writing.shardwriter import ShardWriter
 
@@ -45,17 +44,20 @@ def test_spans_give_the_samples_the_reader_gives(tmp_path):
     assert checked >= 100
 
 
-def test_span_source_merges_consecutive_samples(tmp_path):
+def test_plan_merges_consecutive_samples_into_one_read(tmp_path):
     with ShardWriter(str(tmp_path / "s%d.tar"), maxcount=100) as w:
         for i in range(6):
             w.write({"__key__": f"k{i}", "txt": b"x" * i})
-    path = tmp_path / "s0.tar"
-    spans = [sample_spans(str(path), None)]
-    order = [(0, 0), (0, 1), (0, 3), (0, 2)]
-    (src,) = span_sources([str(path)], spans, order, [(0, 4)])
-    assert len(src.spans) == 3  # 0-1 merged, then 3, then 2
-    keys = [s["__key__"] for s, _ in SpanSource(src.spans).read(default_registry())]
-    assert keys == ["k0", "k1", "k3", "k2"]
+    path = str(tmp_path / "s0.tar")
+    spans = [sample_spans(path, None)]
+    plan = plan_spans([path], spans, "o-%d.tar", seed=None, maxcount=4, maxsize=None, nshards=None)
+    assert len(plan) == 2 and plan[1].output == "o-1.tar" and plan[-1].index == 1
+    assert [len(t.source.spans) for t in plan] == [1, 1]  # one ranged read a task
+    assert plan[0].source.spans == ((path, spans[0][0][0], spans[0][3][1]),)
+    keys = [s["__key__"] for t in plan for s, _ in t.source.read(default_registry())]
+    assert keys == [f"k{i}" for i in range(6)]
+    with pytest.raises(IndexError):
+        plan[2]
 
 
 def _writer_cuts(sizes_payloads, maxcount, maxsize, tmp_path):
@@ -106,10 +108,23 @@ def test_nshards_and_limits():
         group_samples([1], maxcount=0)
 
 
-def test_shuffle_is_a_seeded_permutation():
-    order = [(0, i) for i in range(1000)]
-    a, b, c = shuffled(order, 1), shuffled(order, 1), shuffled(order, 2)
-    assert a == b and a != c and sorted(a) == order and a != order
+def test_shuffle_is_a_seeded_permutation_across_shards():
+    urls = [f"s{i}.tar" for i in range(5)]
+    spans = [[(j * 1024, (j + 1) * 1024) for j in range(200)] for _ in urls]
+
+    def plan(seed):
+        p = plan_spans(urls, spans, "o-%d.tar", seed=seed, maxcount=100, maxsize=None, nshards=None)
+        return [span for task in p for span in task.source.spans]
+
+    def samples(spans):  # merged spans back into one (url, start) per sample
+        return sorted((u, x) for u, start, end in spans for x in range(start, end, 1024))
+
+    a, b, c, unshuffled = plan(1), plan(1), plan(2), plan(None)
+    assert a == b and a != c and a != unshuffled
+    expected = sorted((u, j * 1024) for u in urls for j in range(200))
+    assert samples(a) == samples(unshuffled) == expected
+    assert len({u for u, _, _ in a[:100]}) == 5  # the first output shard draws from every input
+    assert len(unshuffled) == 10  # in order: one merged span (one read) per output shard
 
 
 def test_compressed_inputs_are_refused_for_ranged_reads(tmp_path):

@@ -5,12 +5,15 @@ the parameters only, so the same job gives the same plan however many workers ru
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.jobs.engines import Engine
 from wds_cloud.jobs.sources import ShardSource, SpanSource
+from wds_cloud.jobs.task import Task
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.redact import redact_url
 
@@ -46,20 +49,20 @@ def sample_spans(url: str, registry: OpenerRegistry | None) -> list[tuple[int, i
     return spans
 
 
-def _scan_task(url: str, registry: OpenerRegistry | None) -> list[tuple[int, int]]:
-    return sample_spans(url, registry)
+def _scan_task(url: str, registry: OpenerRegistry | None) -> Any:
+    import numpy as np
+
+    return np.array(sample_spans(url, registry), dtype=np.int64).reshape(-1, 2)
 
 
-def scan_inputs(
-    urls: Sequence[str], engine: Engine, registry: OpenerRegistry | None
-) -> list[list[tuple[int, int]]]:
-    """The sample spans of every shard, scanned on ``engine``; in the order of ``urls``.
+def scan_inputs(urls: Sequence[str], engine: Engine, registry: OpenerRegistry | None) -> list[Any]:
+    """The sample spans of every shard (an ``(n, 2)`` array each), scanned on ``engine``; in
+    the order of ``urls``.
 
     Raises:
         WdsCloudError: naming every shard that could not be scanned.
     """
     from wds_cloud.jobs.runner import raise_failures
-    from wds_cloud.jobs.task import Task
 
     results: dict[int, Any] = {}
     failures = []
@@ -74,13 +77,14 @@ def scan_inputs(
 
 
 def group_samples(
-    sizes: Sequence[int],
+    sizes: Any,
     *,
     maxcount: int | None = None,
     maxsize: float | None = None,
     nshards: int | None = None,
 ) -> list[tuple[int, int]]:
-    """Cut a sequence of samples into output shards: ``[lo, hi)`` ranges, none empty.
+    """Cut a sequence of samples (their tar sizes: a list or numpy array) into output shards:
+    ``[lo, hi)`` ranges, none empty.
 
     ``nshards`` splits into that many shards of equal count (the first ones one larger);
     otherwise a shard closes after ``maxcount`` samples, or before a sample whose tar bytes
@@ -110,9 +114,11 @@ def group_samples(
     if maxsize is not None and maxsize <= 0:
         raise ConfigError(f"maxsize must be > 0, got {maxsize}")
     limit_count = maxcount or n or 1
-    limit_size = maxsize if maxsize is not None else float("inf")
+    if maxsize is None:
+        return [(lo, min(lo + limit_count, n)) for lo in range(0, n, limit_count)]
+    limit_size = maxsize
     out, lo, size = [], 0, 0
-    for i, s in enumerate(sizes):
+    for i, s in enumerate(sizes.tolist() if hasattr(sizes, "tolist") else sizes):
         if i > lo and size + s + _END_OF_ARCHIVE > limit_size:
             out.append((lo, i))
             lo, size = i, 0
@@ -125,34 +131,98 @@ def group_samples(
     return out
 
 
-def span_sources(
+class SpanPlan(Sequence[Task]):
+    """The tasks of a reshard, built on demand from compact arrays.
+
+    The driver keeps, for every sample in output order, its input shard, start and end (numpy
+    arrays: 20 bytes a sample, not a Python object each) and the bounds of each output shard;
+    task ``i`` (its :class:`SpanSource`, consecutive samples of one input merged into one
+    span) is made only when an engine asks for it.
+
+    Args:
+        urls: the input shards.
+        shard: input shard of each sample, in output order.
+        start: byte offset where each sample's span starts.
+        end: byte offset where it ends.
+        bounds: output shard ``i`` holds samples ``bounds[i]:bounds[i + 1]``.
+        pattern: output names, ``pattern % i``.
+    """
+
+    def __init__(
+        self, urls: Sequence[str], shard: Any, start: Any, end: Any, bounds: Any, pattern: str
+    ) -> None:
+        self.urls = list(urls)
+        self.shard, self.start, self.end, self.bounds = shard, start, end, bounds
+        self.pattern = pattern
+
+    def __len__(self) -> int:
+        return max(0, len(self.bounds) - 1)
+
+    @overload
+    def __getitem__(self, i: int) -> Task: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Task]: ...
+
+    def __getitem__(self, i: int | slice) -> Task | Sequence[Task]:
+        import numpy as np
+
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
+        shard, start, end = self.shard[lo:hi], self.start[lo:hi], self.end[lo:hi]
+        cut = np.flatnonzero((shard[1:] != shard[:-1]) | (start[1:] != end[:-1])) + 1
+        first = np.concatenate(([0], cut)).astype(np.int64)
+        last = np.concatenate((cut, [hi - lo])).astype(np.int64) - 1
+        spans = tuple(
+            (self.urls[s], a, b)
+            for s, a, b in zip(
+                shard[first].tolist(), start[first].tolist(), end[last].tolist(), strict=True
+            )
+        )
+        return Task(i, SpanSource(spans), self.pattern % i)
+
+    def describe(self) -> str:
+        """A digest of the whole plan (inputs, order, cuts, names), for the job fingerprint."""
+        digest = hashlib.sha256(json.dumps([self.urls, self.pattern]).encode())
+        for array in (self.shard, self.start, self.end, self.bounds):
+            digest.update(array.tobytes())
+        return digest.hexdigest()
+
+
+def plan_spans(
     urls: Sequence[str],
-    spans: Sequence[Sequence[tuple[int, int]]],
-    order: Sequence[tuple[int, int]],
-    groups: Sequence[tuple[int, int]],
-) -> list[SpanSource]:
-    """One :class:`SpanSource` per group of ``order`` (``(shard, sample)`` pairs), consecutive
-    samples of one shard merged into one span (one ranged read)."""
-    sources = []
-    for lo, hi in groups:
-        merged: list[tuple[str, int, int]] = []
-        for shard, sample in order[lo:hi]:
-            start, end = spans[shard][sample]
-            url = urls[shard]
-            if merged and merged[-1][0] == url and merged[-1][2] == start:
-                merged[-1] = (url, merged[-1][1], end)
-            else:
-                merged.append((url, start, end))
-        sources.append(SpanSource(tuple(merged)))
-    return sources
-
-
-def shuffled(order: list[tuple[int, int]], seed: int) -> list[tuple[int, int]]:
-    """``order`` permuted by a generator seeded with ``seed`` (numpy's PCG64)."""
+    spans: Sequence[Any],
+    pattern: str,
+    *,
+    seed: int | None,
+    maxcount: int | None,
+    maxsize: float | None,
+    nshards: int | None,
+) -> SpanPlan:
+    """The reshard plan: samples of ``urls`` (their ``spans``, one ``(n, 2)`` array a shard) in
+    input order, or permuted by a generator seeded with ``seed`` (numpy's PCG64), cut into
+    output shards (:func:`group_samples`)."""
     import numpy as np
 
-    perm = np.random.Generator(np.random.PCG64(seed)).permutation(len(order))
-    return [order[i] for i in perm.tolist()]
+    counts = [len(s) for s in spans]
+    shard = np.repeat(np.arange(len(urls), dtype=np.int32), counts)
+    both = (
+        np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1, 2) for s in spans])
+        if spans
+        else np.zeros((0, 2), dtype=np.int64)
+    )
+    start, end = both[:, 0].copy(), both[:, 1].copy()
+    if seed is not None:
+        perm = np.random.Generator(np.random.PCG64(seed)).permutation(len(shard))
+        shard, start, end = shard[perm], start[perm], end[perm]
+    groups = group_samples(end - start, maxcount=maxcount, maxsize=maxsize, nshards=nshards)
+    bounds = np.array([0] + [hi for _, hi in groups], dtype=np.int64)
+    return SpanPlan(urls, shard, start, end, bounds, pattern)
 
 
-__all__ = ["group_samples", "sample_spans", "scan_inputs", "shuffled", "span_sources"]
+__all__ = ["SpanPlan", "group_samples", "plan_spans", "sample_spans", "scan_inputs"]

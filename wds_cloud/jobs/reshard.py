@@ -19,10 +19,10 @@ from typing import Any
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.jobs.engines import Engine, make_engine
-from wds_cloud.jobs.plan import group_samples, scan_inputs, shuffled, span_sources
+from wds_cloud.jobs.plan import plan_spans, scan_inputs
 from wds_cloud.jobs.runner import check_pattern, run_job
 from wds_cloud.jobs.summary import JobSummary
-from wds_cloud.jobs.task import Ops, Task
+from wds_cloud.jobs.task import Ops
 from wds_cloud.openers.registry import OpenerRegistry, url_scheme
 
 Sample = dict[str, Any]
@@ -73,13 +73,9 @@ def run_spans(
     check_pattern(pattern)
     runner = make_engine(engine, address=address)
     spans = scan_inputs(shards, runner, registry)
-    order = [(s, i) for s, shard in enumerate(spans) for i in range(len(shard))]
-    if seed is not None:
-        order = shuffled(order, seed)
-    sizes = [spans[s][i][1] - spans[s][i][0] for s, i in order]
-    groups = group_samples(sizes, maxcount=maxcount, maxsize=maxsize, nshards=nshards)
-    sources = span_sources(shards, spans, order, groups)
-    tasks = [Task(i, src, pattern % i) for i, src in enumerate(sources)]
+    tasks = plan_spans(
+        shards, spans, pattern, seed=seed, maxcount=maxcount, maxsize=maxsize, nshards=nshards
+    )
     ops = Ops(map=map, select=select, registry=registry, pattern=pattern, writer_kw=writer_kw or {})
     return run_job(
         kind,

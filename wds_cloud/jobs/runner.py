@@ -47,14 +47,35 @@ def check_pattern(pattern: str) -> None:
         raise ConfigError(f"output {redact_url(pattern)!r} gives every shard the same name")
 
 
-def _make_dirs(tasks: Sequence[Task]) -> None:
+def _make_dirs(pattern: str, count: int) -> None:
     from wds_cloud.openers.local import url_to_path
 
-    for d in sorted(
-        {os.path.dirname(url_to_path(t.output)) for t in tasks if t.output is not None}
-    ):
+    for d in sorted({os.path.dirname(url_to_path(pattern % i)) for i in range(count)}):
         if d:
             os.makedirs(d, exist_ok=True)
+
+
+class _Pick(Sequence[Task]):
+    """The tasks at ``indices`` of a plan, each made when asked for (plans may be lazy)."""
+
+    def __init__(self, tasks: Sequence[Task], indices: list[int]) -> None:
+        self.tasks = tasks
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self.tasks[self.indices[i]]
+
+
+def _describe(tasks: Sequence[Task]) -> Any:
+    describe = getattr(tasks, "describe", None)
+    if callable(describe):
+        return describe()
+    return [[t.index, t.source.describe(), t.output] for t in tasks]
 
 
 def run_job(
@@ -96,16 +117,16 @@ def run_job(
             "map": _name(ops.map),
             "select": _name(ops.select),
             "writer": ops.writer_kw,
-            "plan": [[t.index, t.source.describe(), t.output] for t in tasks],
+            "plan": _describe(tasks),
             "more": description,
         }
     )
     manifest_url = None if manifest is False else (manifest or default_manifest(ops.pattern))
     assert manifest_url is None or isinstance(manifest_url, str)
     if url_scheme(ops.pattern) == "file":
-        _make_dirs(tasks)
+        _make_dirs(ops.pattern, len(tasks))
     done = load_manifest(manifest_url, job, ops.registry) if manifest_url else {}
-    todo = [t for t in tasks if t.index not in done]
+    todo = _Pick(tasks, [i for i in range(len(tasks)) if i not in done])
     summary = JobSummary(kind, manifest=manifest_url, resumed=len(done))
     bar = Progress(kind, len(todo), enabled=progress)
     failures: list[tuple[Task, BaseException]] = []
@@ -119,7 +140,9 @@ def run_job(
             assert isinstance(outcome, TaskResult)
             done[task.index] = outcome
             bar.update(outcome)
-            if manifest_url and time.monotonic() - last_save >= _SAVE_EVERY:
+            # rewritten at most twice a second, less often as it grows (1 s per 10,000 tasks)
+            every = max(_SAVE_EVERY, len(done) / 10000)
+            if manifest_url and time.monotonic() - last_save >= every:
                 save_manifest(manifest_url, job, kind, done, ops.registry)
                 last_save = time.monotonic()
     finally:
