@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wds_cloud.errors import SampleError
+from wds_cloud.errors import SampleError, WdsCloudError
 from wds_cloud.jobs.sources import Source
 from wds_cloud.jobs.summary import TaskResult
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def remove_leftovers(url: str, registry: OpenerRegistry) -> int:
-    """Remove what killed attempts at writing ``url`` left: temp files, incomplete uploads.
+    """Remove what killed attempts at writing ``url`` left: temp files, incomplete uploads
+    (best effort on S3: without the permission to list them, a warning says so).
 
     Returns:
         How many leftovers were removed.
@@ -91,9 +93,12 @@ def remove_leftovers(url: str, registry: OpenerRegistry) -> int:
         from wds_cloud.openers.s3_uploads import abort_upload, list_incomplete_uploads
 
         opener = registry.for_url(url)
-        for upload in list_incomplete_uploads(url, opener=opener):
-            if upload.url == url and abort_upload(upload, opener=opener):
-                removed += 1
+        try:
+            for upload in list_incomplete_uploads(url, opener=opener):
+                if upload.url == url and abort_upload(upload, opener=opener):
+                    removed += 1
+        except WdsCloudError as exc:  # e.g. no s3:ListBucketMultipartUploads permission
+            log.warning("cannot clear incomplete uploads of %s: %s", redact_url(url), exc)
     if removed:
         log.info("removed %d leftover(s) of earlier attempts at %s", removed, url)
     return removed
