@@ -15,6 +15,8 @@ Subcommands:
   key names accepted with a warning naming the current key).
 - ``index SPEC...``: build shard indexes (``.idx`` beside each shard, the dataset JSON);
   ``--check`` verifies existing ones.
+- ``job convert|reshard|map|index|verify``: dataset jobs on ``--engine local|ray``
+  (``docs/jobs.md``).
 - ``bench SPEC``: loader throughput by timed windows (mean and variance of the window time);
   a run too short for a window after the first gives the wall-clock rate only, and says so.
 
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wds_cloud.cli.create import register as register_create
     from wds_cloud.cli.dsort import register as register_dsort
     from wds_cloud.cli.index import register as register_index
+    from wds_cloud.cli.jobs import register as register_jobs
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
     from wds_cloud.cli.uploads import register as register_uploads
@@ -64,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_dsort(sub)
     register_index(sub)
     register_ais(sub)
+    register_jobs(sub)
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS

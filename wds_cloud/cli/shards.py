@@ -17,12 +17,12 @@ def _bar_enabled(args: argparse.Namespace) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
 
-def _sample_sizes(url: str, on_warning: Any = None) -> Any:
+def _sample_sizes(url: str, on_warning: Any = None, registry: Any = None) -> Any:
     """Yield ``(key, {ext: size})`` for every sample of a shard."""
     from wds_cloud.core.samples import tar_samples
     from wds_cloud.openers.registry import open_url
 
-    stream = open_url(url)
+    stream = open_url(url, registry=registry)
     try:
         for sample in tar_samples(stream, url, on_warning=on_warning):
             sizes = {k: len(v) for k, v in sample.items() if not k.startswith("__")}
@@ -115,8 +115,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify_one(url: str) -> dict[str, Any]:
-    """Parse one shard fully; return its report (``ok``, samples, or the error's location)."""
+def _verify_one(url: str, registry: Any = None) -> dict[str, Any]:
+    """Parse one shard fully (through ``registry``, the default one when None); return its
+    report (``ok``, samples, or the error's location)."""
     samples = 0
     warnings: list[dict[str, Any]] = []
 
@@ -124,7 +125,7 @@ def _verify_one(url: str) -> dict[str, Any]:
         warnings.append({"offset": offset, "warning": message})
 
     try:
-        for _ in _sample_sizes(url, warn):
+        for _ in _sample_sizes(url, warn, registry):
             samples += 1
     except ShardError as exc:
         return {

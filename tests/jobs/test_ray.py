@@ -1,0 +1,170 @@
+"""Jobs on a real local Ray (2 CPUs): same bytes as the local engine, exactly once when worker
+processes are SIGKILLed mid-job, Ray Data interop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.jobs import helpers
+from tests.jobs.helpers import descendants, digests, listing, multiset, read_samples, write_inputs
+from wds_cloud.index.build import build_index
+from wds_cloud.index.format import idx_url
+from wds_cloud.jobs import RayEngine, convert, index_job, map_shards, reshard, verify_job
+from wds_cloud.jobs.reshard import input_shards
+
+pytestmark = pytest.mark.slow
+
+
+def _running_task_workers() -> list[int]:
+    """PIDs of this test's Ray workers now executing ``run_task`` (their process title)."""
+    pids = []
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().startswith(b"ray::run_task"):
+                    pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+def test_ray_writes_the_bytes_the_local_engine_writes(ray_session, tmp_path):
+    inputs = input_shards(write_inputs(tmp_path / "in", 6, 11), None)
+    for engine in ("local", "ray"):
+        reshard(
+            inputs,
+            str(tmp_path / engine / "r-%03d.tar"),
+            maxcount=9,
+            shuffle=True,
+            seed=11,
+            map=helpers.upper,
+            engine=engine,
+        )
+        convert(inputs, str(tmp_path / engine / "c-%03d.tar"), maxsize=9000, engine=engine)
+    local, ray = digests(tmp_path / "local"), digests(tmp_path / "ray")
+    assert len(local) == 8 + len([n for n in local if n.startswith("c-")]) and local == ray
+
+
+def test_killed_workers_leave_every_sample_exactly_once(ray_session, tmp_path):
+    """SIGKILL Ray workers while they run tasks, several times; Ray reruns the tasks and the
+    output is the input (mapped) sample for sample, byte for byte the local engine's output,
+    with no partial shard and no temporary file left."""
+    inputs = input_shards(write_inputs(tmp_path / "in", 8, 10), None)
+    out = tmp_path / "ray"
+    kills: list[int] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        while not stop.is_set() and len(kills) < 4:
+            pids = _running_task_workers()
+            if pids:
+                time.sleep(0.15)  # let it get into writing its shard
+                try:
+                    os.kill(pids[0], signal.SIGKILL)
+                    kills.append(pids[0])
+                except ProcessLookupError:
+                    continue
+                stop.wait(0.5)
+            else:
+                stop.wait(0.02)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        summary = reshard(
+            inputs,
+            str(out / "k-%03d.tar"),
+            maxcount=4,
+            shuffle=True,
+            seed=5,
+            map=helpers.slow_upper,
+            engine=RayEngine(max_retries=20),
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert len(kills) >= 3, kills
+    expected = [helpers.upper(s) for s in read_samples(inputs)]
+    assert multiset(read_samples(summary.shards)) == multiset(expected)
+    assert summary.samples_out == len(expected) == 80
+    assert listing(out) == [f"k-{i:03d}.tar" for i in range(20)] + ["k-N.tar.manifest.json"]
+    reshard(
+        inputs,
+        str(tmp_path / "local" / "k-%03d.tar"),
+        maxcount=4,
+        shuffle=True,
+        seed=5,
+        map=helpers.upper,
+    )
+    assert digests(out) == digests(tmp_path / "local")
+
+
+def test_map_index_verify_on_ray(ray_session, tmp_path):
+    inputs = input_shards(write_inputs(tmp_path / "in", 4, 9), None)
+    summary = map_shards(inputs, str(tmp_path / "m" / "m-%02d.tar"), helpers.broken, engine="ray")
+    kept = [helpers.upper(s) for s in read_samples(inputs) if s["cls"] not in (b"3", b"5")]
+    assert read_samples(summary.shards) == kept
+    assert summary.skipped["map returned None"] == 5
+    built = index_job(summary.shards, engine="ray")
+    assert built.extra["failed"] == [] and built.samples_in == len(kept)
+    stored = [Path(idx_url(u)).read_bytes() for u in summary.shards]
+    build_index(summary.shards, json=False)
+    assert [Path(idx_url(u)).read_bytes() for u in summary.shards] == stored
+    assert verify_job(summary.shards, engine="ray").extra["corrupt"] == []
+
+
+def test_ray_data_read_and_write(ray_session, tmp_path):
+    from wds_cloud.ray import read_dataset, write_dataset
+
+    inputs = input_shards(write_inputs(tmp_path / "in", 3, 7), None)
+    ds = read_dataset(inputs)
+    rows = ds.take_all()
+    assert len(rows) == 21 and {r["__url__"] for r in rows} == set(inputs)
+    shards = write_dataset(ds, str(tmp_path / "out" / "w-%04d.tar"), num_shards=2)
+    assert shards == [str(tmp_path / "out" / f"w-{i:04d}.tar") for i in range(2)]
+    assert multiset(read_samples(shards)) == multiset(read_samples(inputs))
+    assert [n for n in listing(tmp_path / "out") if n.startswith(".")] == []
+
+
+def test_cli_on_an_existing_cluster_by_address(ray_session, tmp_path):
+    """`wds-cloud job ... --engine ray --address` joins the running cluster as a new driver."""
+    import json
+    import subprocess
+    import sys
+
+    inputs = input_shards(write_inputs(tmp_path / "in", 3, 6), None)
+    address = ray_session.get_runtime_context().gcs_address
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wds_cloud.cli",
+            "job",
+            "reshard",
+            *inputs,
+            "-o",
+            str(tmp_path / "out"),
+            "--nshards",
+            "2",
+            "--shuffle",
+            "--engine",
+            "ray",
+            "--address",
+            address,
+            "--json",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["samples_out"] == 18 and len(report["shards"]) == 2
+    assert multiset(read_samples(report["shards"])) == multiset(read_samples(inputs))
