@@ -12,6 +12,7 @@ from tests.gcs.conftest import fake_gcs
 from tests.jobs import helpers
 from tests.jobs.helpers import multiset, read_samples, write_inputs
 from tests.s3.conftest import make_config
+from wds_cloud.errors import ConfigError
 from wds_cloud.jobs import convert, map_shards, reshard
 from wds_cloud.jobs.reshard import input_shards
 from wds_cloud.openers.ais import AisOpener
@@ -88,3 +89,35 @@ def test_convert_files_under_an_s3_prefix(s3_endpoint, raw_client, bucket, tmp_p
     assert [s["__key__"] for s in got] == [f"a/{i:02d}" for i in range(7)]
     assert got[6] == {"__key__": "a/06", "jpg": b"\6" * 9, "json": b"{}"}
     assert len(summary.shards) == 3
+
+
+@pytest.mark.ais
+def test_shuffled_reshard_from_ais_to_ais_runs_as_one_dsort_job(ais_emulator: Any, tmp_path):
+    """Without map/select/maxcount the reshard goes to the cluster (dSort, run by the emulator);
+    ``dsort=False`` keeps it on the engine; ``dsort=True`` refuses what dSort cannot run."""
+    registry = OpenerRegistry()
+    registry.register(
+        "ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0), override=True
+    )
+    ais_emulator.store.create_bucket("ds", exist_ok=True)
+    local = input_shards(write_inputs(tmp_path / "in", 3, 8), None)
+    for url in local:
+        ais_emulator.store.put_object("ds", f"in/{url.rsplit('/', 1)[1]}", open(url, "rb").read())
+    before = multiset(read_samples(local))
+    on_cluster = reshard(
+        "ais://ds/in/", "ais://ds/out/o-%06d.tar", maxsize=4000, shuffle=True, seed=3,
+        registry=registry,
+    )  # fmt: skip
+    assert on_cluster.extra["engine"] == "dsort" and on_cluster.extra["dsort_job"]
+    shards = on_cluster.extra["shards"]
+    assert on_cluster.samples_out == sum(before.values()) and len(shards) > 1
+    assert multiset(read_samples(shards, registry)) == before
+    on_engine = reshard(
+        "ais://ds/in/", "ais://ds/eng/e-%02d.tar", maxsize=4000, shuffle=True, seed=3,
+        registry=registry, dsort=False,
+    )  # fmt: skip
+    assert "engine" not in on_engine.extra
+    assert multiset(read_samples(on_engine.shards, registry)) == before
+    with pytest.raises(ConfigError, match="dsort=True"):
+        reshard("ais://ds/in/", "ais://ds/x/x-%02d.tar", maxcount=5, shuffle=True, dsort=True,
+                registry=registry)  # fmt: skip

@@ -53,10 +53,10 @@ def test_importing_wds_cloud_and_its_ray_module_does_not_import_ray():
     assert out.stdout.strip() == "[]"
 
 
-def test_dsort_hook_only_for_ais_to_ais_and_only_when_provided():
-    import wds_cloud.dsort as dsort
-
-    provided = getattr(dsort, "reshard_via_dsort", None)
-    assert dsort_hook(["s3://b/a.tar"], "ais://b/out-%03d.tar") is None
-    assert dsort_hook(["ais://b/a.tar"], "s3://b/out-%03d.tar") is None
-    assert dsort_hook("ais://b/in-{000..009}.tar", "ais://c/out-%03d.tar") is provided
+def test_dsort_hook_only_for_an_ais_reshard_dsort_can_run():
+    size = {"maxcount": None, "maxsize": 1e6, "nshards": None}
+    assert dsort_hook(["s3://b/a.tar"], "ais://b/out-%03d.tar", **size) is None
+    assert dsort_hook(["ais://b/a.tar"], "s3://b/out-%03d.tar", **size) is None
+    assert dsort_hook("ais://b/in-{000..009}.tar", "ais://c/out-%03d.tar", **size) is not None
+    for other in ({"maxcount": 10}, {"maxsize": None, "nshards": 4}):
+        assert dsort_hook(["ais://b/a.tar"], "ais://c/o-%03d.tar", **{**size, **other}) is None

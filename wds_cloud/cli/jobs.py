@@ -119,6 +119,7 @@ def cmd_reshard(args: argparse.Namespace) -> int:
         seed=args.seed,
         map=load_function(args.map, "--map"),
         select=load_function(args.select, "--select"),
+        dsort={"auto": None, "yes": True, "no": False}[args.dsort],
         **_writing(args),
     )
     _report(args, summary)
@@ -229,6 +230,13 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     p.add_argument("--map", help="per-sample function package.module:function")
     p.add_argument("--select", help="per-sample filter package.module:function")
+    p.add_argument(
+        "--dsort",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="a shuffled ais:// to ais:// reshard by --maxsize runs as one AIStore dSort job "
+        "(auto, the default; yes: refuse otherwise; no: always on --engine)",
+    )
     _output_flags(p)
     _engine_flags(p)
     p.set_defaults(func=cmd_reshard)

@@ -21,9 +21,9 @@ from wds_cloud.errors import ConfigError
 from wds_cloud.jobs.engines import Engine, make_engine
 from wds_cloud.jobs.plan import plan_spans, scan_inputs
 from wds_cloud.jobs.runner import check_pattern, run_job
-from wds_cloud.jobs.summary import JobSummary
+from wds_cloud.jobs.summary import JobSummary, TaskResult
 from wds_cloud.jobs.task import Ops
-from wds_cloud.openers.registry import OpenerRegistry, url_scheme
+from wds_cloud.openers.registry import OpenerRegistry
 
 Sample = dict[str, Any]
 
@@ -38,16 +38,53 @@ def input_shards(urls: Any, registry: OpenerRegistry | None) -> list[str]:
     return found
 
 
-def dsort_hook(urls: Any, output: str) -> Callable[..., Any] | None:
-    """``wds_cloud.dsort.reshard_via_dsort`` when every input and the output are ``ais://`` and
-    that function exists, else None (the job runs on the engine)."""
-    inputs = [urls] if isinstance(urls, str) else list(urls)
-    if url_scheme(output) != "ais" or not all(url_scheme(u) == "ais" for u in inputs):
-        return None
-    import wds_cloud.dsort as dsort
+def dsort_hook(
+    urls: Any,
+    output: str,
+    *,
+    maxcount: int | None,
+    maxsize: float | None,
+    nshards: int | None,
+    registry: OpenerRegistry | None = None,
+) -> Callable[..., JobSummary] | None:
+    """A function running this shuffled reshard as one AIStore dSort job (on the cluster, no
+    sample through this machine) when dSort can: every input and the output ``ais://``, shards
+    bounded by ``maxsize`` only (dSort packs by size). Else None: the job runs on the engine."""
+    from wds_cloud.dsort.reshard import can_reshard_via_dsort
 
-    fn = getattr(dsort, "reshard_via_dsort", None)
-    return fn if callable(fn) else None
+    inputs = [urls] if isinstance(urls, str) else list(urls)
+    if nshards is not None or maxsize is None:
+        return None
+    if not can_reshard_via_dsort(inputs, output, maxcount=maxcount):
+        return None
+    bound = int(maxsize)
+    # the cluster the job's ais:// opener talks to (its endpoint and token), else the default
+    config = getattr(registry.for_url(output), "config", None) if registry is not None else None
+
+    def run(seed: int, progress: bool) -> JobSummary:
+        from wds_cloud.dsort.reshard import reshard_via_dsort
+
+        started = time.monotonic()
+        done = reshard_via_dsort(
+            inputs[0] if len(inputs) == 1 else inputs,
+            output,
+            maxsize=bound,
+            seed=seed,
+            progress=progress,
+            config=config,
+        )
+        result = TaskResult(
+            0, samples_in=done.samples, samples_out=done.samples, bytes_in=done.bytes
+        )
+        result.extra = {"dsort_job": done.job_id, "shards": done.shards}
+        return JobSummary(
+            "reshard",
+            [result],
+            seconds=time.monotonic() - started,
+            extra={"engine": "dsort", "dsort_job": done.job_id, "shards": done.shards},
+        )
+
+    return run
 
 
 def run_spans(
@@ -106,7 +143,8 @@ def reshard(
     manifest: str | bool | None = None,
     progress: bool = False,
     writer_kw: dict[str, Any] | None = None,
-) -> Any:
+    dsort: bool | None = None,
+) -> JobSummary:
     """Rewrite a dataset into shards of a new size or count.
 
     Args:
@@ -125,16 +163,29 @@ def reshard(
         manifest: the manifest URL (None: beside the outputs; False: not resumable).
         progress: progress on stderr.
         writer_kw: more ``ShardWriter`` arguments (``encoder``, ``compress``, ``mtime``...).
+        dsort: a shuffled reshard from ``ais://`` to ``ais://`` bounded by ``maxsize`` runs as
+            one AIStore dSort job on the cluster (:func:`wds_cloud.dsort.reshard_via_dsort`)
+            when None (the default) or True; False runs it on ``engine``. dSort's shards are
+            its own shuffle (not the engine's bytes) and it keeps no manifest.
 
     Returns:
-        A :class:`~wds_cloud.jobs.summary.JobSummary` (the dSort hook's result on AIStore).
+        A :class:`~wds_cloud.jobs.summary.JobSummary` (with ``extra["engine"] == "dsort"``
+        and the dSort job id when dSort ran it).
+
+    Raises:
+        ConfigError: ``dsort=True`` for a reshard dSort cannot run.
     """
-    if shuffle and map is None and select is None:
-        hook = dsort_hook(urls, output)
+    if shuffle and map is None and select is None and dsort is not False:
+        hook = dsort_hook(
+            urls, output, maxcount=maxcount, maxsize=maxsize, nshards=nshards, registry=registry
+        )
         if hook is not None:
-            return hook(
-                urls, output, maxcount=maxcount, maxsize=maxsize, nshards=nshards, seed=seed
-            )
+            return hook(seed, progress)
+    if dsort:
+        raise ConfigError(
+            "reshard(dsort=True): dSort runs a shuffled reshard from ais:// shards to ais:// "
+            "bounded by maxsize only, without map/select/maxcount/nshards"
+        )
     return run_spans(
         "reshard",
         input_shards(urls, registry),
