@@ -92,8 +92,15 @@ def save_checkpoint(directory: str, state: dict[str, Any]) -> None:
 
 
 def load_checkpoint(directory: str) -> dict[str, Any] | None:
-    """The checkpoint in ``directory``, or None when there is none."""
+    """The checkpoint in ``directory``, or None when there is none.
+
+    A run killed while writing one leaves its temporary file: removed here, so that it is
+    neither synced to S3 nor mistaken for a checkpoint.
+    """
     path = os.path.join(directory, CHECKPOINT)
+    for name in os.listdir(directory) if os.path.isdir(directory) else []:
+        if name.startswith(f"{CHECKPOINT}.tmp-"):
+            os.remove(os.path.join(directory, name))
     if not os.path.exists(path):
         return None
     return torch.load(path, weights_only=True)
