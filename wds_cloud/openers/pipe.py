@@ -345,11 +345,13 @@ class PipeWriter(CommittingWriter):
         )
 
     def _discard(self) -> None:
+        # kill before closing stdin: an end of input first would look like a clean end to the
+        # command, which could publish what it got before the signal arrives
+        _kill_group(self._proc, self._config.grace or 0.0)
         try:
             self._stdin.close()
         except OSError:
             pass
-        _kill_group(self._proc, self._config.grace or 0.0)
 
     def _commit(self) -> None:
         try:
