@@ -50,14 +50,25 @@ def _windowed(p: Any) -> bool:
     return bool(p.repetitions != 1 or p.nsamples >= 0)
 
 
-def innermost(p: Any) -> tuple[Any, ShardSource] | None:
-    """The pipeline holding the shard source under ``p``, and that source."""
+def innermost(p: Any, window_ok: bool | None = None) -> tuple[Any, ShardSource] | None:
+    """The pipeline holding the shard source under ``p``, and that source.
+
+    A ``with_epoch``/``repeat`` window is allowed on ``p`` and on one pipeline under it when
+    only lazy stages are above that one (``window_ok``: whether one may still come; see
+    :func:`~wds_cloud.resume.window.nested`)."""
     if not p.pipeline:
         return None
+    if window_ok is None:
+        window_ok = not _windowed(p)
     first = p.pipeline[0]
     pipeline_type = _pipeline_type()
     if isinstance(first, pipeline_type):
-        return innermost(first) if enabled(first) and not _windowed(first) else None
+        from wds_cloud.resume.window import lazy
+
+        ok = window_ok and lazy(p.pipeline[1:])
+        if not enabled(first) or (_windowed(first) and not ok):
+            return None
+        return innermost(first, ok and not _windowed(first))
     dataset = _loader_dataset(first)
     if dataset is not None:
         if isinstance(dataset, pipeline_type) and enabled(dataset) and not _windowed(dataset):
@@ -126,10 +137,13 @@ def iterate(p: Any) -> Iterator[Any]:
     """Tracked iteration of the top-level ``p``: one pass, or a ``with_epoch``/``repeat``
     window of passes (:func:`~wds_cloud.resume.window.windowed`)."""
     state = p.__dict__.pop("_resume_pending", None)
-    if _windowed(p):
-        from wds_cloud.resume.window import windowed
+    from wds_cloud.resume.window import nested, run_nested, windowed
 
+    if _windowed(p):
         return windowed(p, state, run_pass)
+    inner = nested(p)
+    if inner is not None:
+        return run_nested(p, *inner, state, run_pass)
     return run_pass(p, state)
 
 

@@ -8,11 +8,18 @@ window before it) and ``window`` (items delivered in this window so far). Resumi
 that pass where its ledger says, goes on with the next passes exactly as an uninterrupted run
 would, and stops at the same count. When the window is complete the state is ``finished``
 and the next ``iter()`` starts a new window.
+
+The window can also sit on a pipeline *inside* the object iterated, in the same process, when
+every stage above it hands on what it pulled before it pulls more (``batched``/``listed``,
+``map``, ``to_tuple``, ``select``, ...: :func:`lazy`). ``make_loader(epoch_size=...)`` is such a
+loader: ``DataPipeline(loader.unbatched().shuffle(...).with_epoch(n)).batched(b)``. Whenever
+the training loop holds an item, every item the windowed pipeline yielded is then in it, so the
+state of the inner window is the state of the object iterated (:func:`run_nested`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 
@@ -39,6 +46,83 @@ def windowed(
             yield item
         if not got and resumed is None:
             return  # an empty pass ends the window (a resumed pass may have nothing left)
+
+
+def _is_windowed(p: Any) -> bool:
+    return bool(p.repetitions != 1 or p.nsamples >= 0)
+
+
+def _lazy_functions() -> frozenset[Any]:
+    from wds_cloud.core import batching, stages
+
+    return frozenset(
+        (
+            batching._batched,
+            batching._listed,
+            stages._map,
+            stages._map_dict,
+            stages._map_tuple,
+            stages._to_tuple,
+            stages._select,
+            stages._rename,
+            stages._rename_keys,
+            stages._extract_keys,
+        )
+    )
+
+
+def lazy(stages: Iterable[Any]) -> bool:
+    """Whether every stage of ``stages`` yields what it pulled before pulling more (a batch of
+    the items it pulled, a mapped or selected item), so it holds nothing while its output is
+    used: a window under such stages is delivered as it is read."""
+    from wds_cloud.core.curry import FilterFunction
+
+    known = _lazy_functions()
+    return all(isinstance(s, FilterFunction) and s.f in known for s in stages)
+
+
+def nested(p: Any) -> tuple[Any, list[Any]] | None:
+    """The windowed pipeline under ``p`` (not windowed itself) whose window is ``p``'s, and the
+    pipelines from ``p`` down to it (excluded); None when there is none or a stage above it can
+    hold items (:func:`lazy`)."""
+    from wds_cloud.core.pipeline import DataPipeline
+
+    if _is_windowed(p):
+        return None
+    path: list[Any] = []
+    node = p
+    while node.pipeline and isinstance(node.pipeline[0], DataPipeline):
+        if not lazy(node.pipeline[1:]):
+            return None
+        path.append(node)
+        node = node.pipeline[0]
+        if _is_windowed(node):
+            return node, path
+    return None
+
+
+def run_nested(
+    p: Any,
+    inner: Any,
+    path: list[Any],
+    state: dict[str, Any] | None,
+    run_pass: Callable[[Any, Any], Iterator[Any]],
+) -> Iterator[Any]:
+    """One ``iter()`` of ``p`` whose window is set on ``inner`` (see :func:`nested`): the window
+    of ``inner``, tracked, under the stages of the pipelines in ``path`` run plainly. The
+    ledger of the pass in progress is ``p``'s."""
+    from wds_cloud.core.pipeline import invoke_stage
+
+    def window() -> Iterator[Any]:
+        for item in windowed(inner, state, run_pass):
+            p._resume_ledger = inner._resume_ledger
+            yield item
+
+    src: Iterator[Any] = window()
+    for node in reversed(path):
+        for stage in node.pipeline[1:]:
+            src = invoke_stage(stage, src)
+    return src
 
 
 def _chain(p: Any) -> Iterator[Any]:
@@ -79,11 +163,14 @@ def why_not(p: Any) -> str:
             )
         if not isinstance(node, DataPipeline):
             continue
-        if node is not p and (node.repetitions != 1 or node.nsamples >= 0):
+        if node is not p and _is_windowed(node):
             return (
                 f"{name} cannot be resumed: with_epoch()/repeat() is set on {type(node).__name__}"
-                ", a pipeline inside it (or inside its DataLoader); set it on the object you "
-                "iterate instead (see docs/resume.md, 'with_epoch, resampling and RandomMix')"
+                ", a pipeline inside it with stages above it that hold items (a shuffle, "
+                "unbatched, a generator: only batched, map, to_tuple, select and the like may "
+                "follow it), inside its DataLoader, or under another window; set it on the "
+                "object you iterate instead (see docs/resume.md, 'with_epoch, resampling and "
+                "RandomMix')"
             )
         if split_by_sample in node.pipeline:
             return (
