@@ -9,7 +9,9 @@
 Workers batch inside the worker (cheap IPC: one pickled batch instead of many samples), the
 main process unbatches, shuffles across workers and re-batches with torch collation. With
 ``epoch_size`` every ``iter()`` yields exactly ``epoch_size`` samples per rank, restarting the
-worker stream when it runs dry.
+worker stream when it runs dry: the window (``with_epoch``) is set on the main-process sample
+stream, under only the final ``batched`` (and ``map``), so the loader's ``state_dict()`` /
+``load_state_dict()`` resume it exactly (``docs/resume.md``).
 
 ``DevicePrefetcher`` copies the next batch to the GPU on a side CUDA stream while the current
 one trains; on CPU it passes batches through unchanged.
@@ -194,7 +196,9 @@ def make_loader(
         to_tuple: fields for ``.to_tuple()``, e.g. ``"jpg;png cls"`` or ``("jpg", "cls")``.
         map: a function applied to each sample after decode/to_tuple (inside the workers).
         epoch_size: samples per ``iter()`` **per rank**, exact (the stream restarts when it
-            runs dry); None: one pass over this rank's shards.
+            runs dry); None: one pass over this rank's shards. Resumable mid-window: the state
+            records the pass in progress and the samples delivered in this ``iter()``, and the
+            resumed ``iter()`` ends at the same count in the same batch sizes.
         shardshuffle: shuffle the shard order every epoch (seeded, same on every rank).
         seed: shard-shuffle seed (None: ``$WDS_SEED`` or 0).
         resampled: draw shards with replacement forever (combine with ``epoch_size``).
@@ -212,8 +216,10 @@ def make_loader(
             backend open options such as ``etl=``...).
 
     Returns:
-        An iterable of batches with ``set_epoch(n)``; ``len()`` works when ``epoch_size`` is
-        set (``ceil(epoch_size / batch_size)``).
+        An iterable of batches with ``set_epoch(n)`` and ``state_dict()``/``load_state_dict()``
+        (mid-epoch resume, ``docs/resume.md``; not with ``device=``, whose
+        ``DevicePrefetcher`` reads a batch ahead); ``len()`` works when ``epoch_size`` is set
+        (``ceil(epoch_size / batch_size)``).
 
     Raises:
         ConfigError: bad sizes, or ``prefetch_to_device`` without ``device``.

@@ -121,9 +121,10 @@ class ResampledSource:
         """The epoch of the next pass (named as ``ShardSource.shuffle`` for the loop)."""
         return _NextEpoch(self.shards)
 
-    def order(self) -> tuple[int, list[str]]:
-        """``(epoch of the next pass, [])``: draws are made by each reader."""
-        return self.shards.epoch + 1, []
+    def order(self, epoch: int | None = None) -> tuple[int, list[str]]:
+        """``(epoch of the next pass, [])`` (or ``(epoch, [])``): draws are made by each
+        reader."""
+        return (self.shards.epoch + 1 if epoch is None else epoch), []
 
     def new_ledger(self, header: dict[str, Any], order: list[str]) -> Ledger:
         """The ledger the top object keeps for one pass."""

@@ -50,19 +50,34 @@ def _windowed(p: Any) -> bool:
     return bool(p.repetitions != 1 or p.nsamples >= 0)
 
 
-def innermost(p: Any) -> tuple[Any, ShardSource] | None:
-    """The pipeline holding the shard source under ``p``, and that source."""
+def innermost(p: Any, window_ok: bool | None = None) -> tuple[Any, ShardSource] | None:
+    """The pipeline holding the shard source under ``p``, and that source.
+
+    A ``with_epoch``/``repeat`` window is allowed on ``p`` and on one pipeline under it when
+    only lazy stages are above that one (``window_ok``: whether one may still come; see
+    :func:`~wds_cloud.resume.window.nested`)."""
     if not p.pipeline:
         return None
+    if window_ok is None:
+        window_ok = not _windowed(p)
     first = p.pipeline[0]
     pipeline_type = _pipeline_type()
     if isinstance(first, pipeline_type):
-        return innermost(first) if enabled(first) and not _windowed(first) else None
+        from wds_cloud.resume.window import lazy
+
+        ok = window_ok and lazy(p.pipeline[1:])
+        if not enabled(first) or (_windowed(first) and not ok):
+            return None
+        return innermost(first, ok and not _windowed(first))
     dataset = _loader_dataset(first)
     if dataset is not None:
-        if isinstance(dataset, pipeline_type) and enabled(dataset) and not _windowed(dataset):
-            return innermost(dataset)
-        return None
+        if not isinstance(dataset, pipeline_type) or not enabled(dataset):
+            return None
+        if _windowed(dataset) and (
+            not window_ok or getattr(first, "persistent_workers", False)
+        ):  # a window per worker (window.emit_windows): not under another, not persistent
+            return None
+        return innermost(dataset)
     source = find_source(p.pipeline)
     return None if source is None else (p, source)
 
@@ -106,6 +121,11 @@ def _loader_pairs(loader: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]
 def emit(p: Any) -> Iterator[Tagged]:
     """One pass of ``p`` inside a DataLoader worker: values with their tags."""
     ctx = getattr(p, "_resume_ctx", None) or {}
+    if _windowed(p):  # the dataset's own window, one per worker
+        from wds_cloud.resume.window import emit_windows
+
+        yield from emit_windows(p, ctx, pairs)
+        return
     for item, tags in pairs(p, ctx):
         yield Tagged(item, tags)
 
@@ -126,10 +146,21 @@ def iterate(p: Any) -> Iterator[Any]:
     """Tracked iteration of the top-level ``p``: one pass, or a ``with_epoch``/``repeat``
     window of passes (:func:`~wds_cloud.resume.window.windowed`)."""
     state = p.__dict__.pop("_resume_pending", None)
-    if _windowed(p):
-        from wds_cloud.resume.window import windowed
+    from wds_cloud.resume.window import (
+        loader_window,
+        nested,
+        run_loader_windows,
+        run_nested,
+        windowed,
+    )
 
+    if _windowed(p):
         return windowed(p, state, run_pass)
+    inner = nested(p)
+    if inner is not None:
+        return run_nested(p, *inner, state, run_pass)
+    if loader_window(p) is not None:
+        return run_loader_windows(p, state)
     return run_pass(p, state)
 
 
@@ -147,6 +178,11 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     inner, source = found
     if state is not None and state.get("reader") is not None:
         _check_reader(state["reader"])
+    if state is not None and "windows" in state:
+        raise ConfigError(
+            "this state was taken by a loader whose dataset has with_epoch() (a window per "
+            "DataLoader worker); load it into a loader built the same way"
+        )
     if state is not None and source.shuffle is not None:
         source.shuffle.epoch = state["epoch"]
     epoch, order = source.order()
@@ -235,7 +271,12 @@ def state_dict(p: Any) -> dict[str, Any]:
         if world > 1:
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, state)
-            state = merge_states(gathered)
+            if "windows" in state:
+                from wds_cloud.resume.window import merge_windows
+
+                state = merge_windows(gathered)
+            else:
+                state = merge_states(gathered)
     return state
 
 

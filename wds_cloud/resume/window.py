@@ -8,11 +8,18 @@ window before it) and ``window`` (items delivered in this window so far). Resumi
 that pass where its ledger says, goes on with the next passes exactly as an uninterrupted run
 would, and stops at the same count. When the window is complete the state is ``finished``
 and the next ``iter()`` starts a new window.
+
+The window can also sit on a pipeline *inside* the object iterated, in the same process, when
+every stage above it hands on what it pulled before it pulls more (``batched``/``listed``,
+``map``, ``to_tuple``, ``select``, ...: :func:`lazy`). ``make_loader(epoch_size=...)`` is such a
+loader: ``DataPipeline(loader.unbatched().shuffle(...).with_epoch(n)).batched(b)``. Whenever
+the training loop holds an item, every item the windowed pipeline yielded is then in it, so the
+state of the inner window is the state of the object iterated (:func:`run_nested`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 
@@ -39,6 +46,83 @@ def windowed(
             yield item
         if not got and resumed is None:
             return  # an empty pass ends the window (a resumed pass may have nothing left)
+
+
+def _is_windowed(p: Any) -> bool:
+    return bool(p.repetitions != 1 or p.nsamples >= 0)
+
+
+def _lazy_functions() -> frozenset[Any]:
+    from wds_cloud.core import batching, stages
+
+    return frozenset(
+        (
+            batching._batched,
+            batching._listed,
+            stages._map,
+            stages._map_dict,
+            stages._map_tuple,
+            stages._to_tuple,
+            stages._select,
+            stages._rename,
+            stages._rename_keys,
+            stages._extract_keys,
+        )
+    )
+
+
+def lazy(stages: Iterable[Any]) -> bool:
+    """Whether every stage of ``stages`` yields what it pulled before pulling more (a batch of
+    the items it pulled, a mapped or selected item), so it holds nothing while its output is
+    used: a window under such stages is delivered as it is read."""
+    from wds_cloud.core.curry import FilterFunction
+
+    known = _lazy_functions()
+    return all(isinstance(s, FilterFunction) and s.f in known for s in stages)
+
+
+def nested(p: Any) -> tuple[Any, list[Any]] | None:
+    """The windowed pipeline under ``p`` (not windowed itself) whose window is ``p``'s, and the
+    pipelines from ``p`` down to it (excluded); None when there is none or a stage above it can
+    hold items (:func:`lazy`)."""
+    from wds_cloud.core.pipeline import DataPipeline
+
+    if _is_windowed(p):
+        return None
+    path: list[Any] = []
+    node = p
+    while node.pipeline and isinstance(node.pipeline[0], DataPipeline):
+        if not lazy(node.pipeline[1:]):
+            return None
+        path.append(node)
+        node = node.pipeline[0]
+        if _is_windowed(node):
+            return node, path
+    return None
+
+
+def run_nested(
+    p: Any,
+    inner: Any,
+    path: list[Any],
+    state: dict[str, Any] | None,
+    run_pass: Callable[[Any, Any], Iterator[Any]],
+) -> Iterator[Any]:
+    """One ``iter()`` of ``p`` whose window is set on ``inner`` (see :func:`nested`): the window
+    of ``inner``, tracked, under the stages of the pipelines in ``path`` run plainly. The
+    ledger of the pass in progress is ``p``'s."""
+    from wds_cloud.core.pipeline import invoke_stage
+
+    def window() -> Iterator[Any]:
+        for item in windowed(inner, state, run_pass):
+            p._resume_ledger = inner._resume_ledger
+            yield item
+
+    src: Iterator[Any] = window()
+    for node in reversed(path):
+        for stage in node.pipeline[1:]:
+            src = invoke_stage(stage, src)
+    return src
 
 
 def _chain(p: Any) -> Iterator[Any]:
@@ -79,11 +163,14 @@ def why_not(p: Any) -> str:
             )
         if not isinstance(node, DataPipeline):
             continue
-        if node is not p and (node.repetitions != 1 or node.nsamples >= 0):
+        if node is not p and _is_windowed(node):
             return (
                 f"{name} cannot be resumed: with_epoch()/repeat() is set on {type(node).__name__}"
-                ", a pipeline inside it (or inside its DataLoader); set it on the object you "
-                "iterate instead (see docs/resume.md, 'with_epoch, resampling and RandomMix')"
+                ", a pipeline inside it with stages above it that hold items (a shuffle, "
+                "unbatched, a generator: only batched, map, to_tuple, select and the like may "
+                "follow it), under another window, or on the dataset of a DataLoader with "
+                "persistent_workers=True; set it on the object you iterate instead (see "
+                "docs/resume.md, 'with_epoch, resampling and RandomMix')"
             )
         if split_by_sample in node.pipeline:
             return (
@@ -102,3 +189,218 @@ def why_not(p: Any) -> str:
         "shard shuffle, node/worker splitters and tarfile_to_samples (custom shard stages and "
         "Pipe-mode FIFOs are not resumable; see docs/resume.md)"
     )
+
+
+# -- a window on the dataset inside a DataLoader: one window per worker -----------------------
+
+#: First element of the mark that a worker puts before the ids of each item of its window.
+MARK = "\x00window"
+
+
+def loader_of(p: Any) -> Any:
+    """The DataLoader under ``p`` (found through first stages), or None."""
+    from wds_cloud.core.pipeline import DataPipeline
+    from wds_cloud.resume.loop import _loader_dataset
+
+    node = p
+    while isinstance(node, DataPipeline) and node.pipeline:
+        first = node.pipeline[0]
+        if _loader_dataset(first) is not None:
+            return first
+        node = first
+    return None
+
+
+def loader_window(p: Any) -> Any:
+    """The windowed dataset of the DataLoader under ``p``, or None."""
+    from wds_cloud.core.pipeline import DataPipeline
+
+    loader = loader_of(p)
+    dataset = None if loader is None else loader.dataset
+    return dataset if isinstance(dataset, DataPipeline) and _is_windowed(dataset) else None
+
+
+def _step(source: Any) -> int:
+    """How much the epoch advances from one pass to the next."""
+    from wds_cloud.resume.draws import ResampledSource
+
+    return 1 if isinstance(source, ResampledSource) or source.shuffle is not None else 0
+
+
+def emit_windows(
+    p: Any, ctx: dict[str, Any], pairs: Callable[[Any, dict[str, Any]], Iterator[Any]]
+) -> Iterator[Any]:
+    """One ``with_epoch``/``repeat`` window of the dataset ``p`` in a DataLoader worker, as
+    :class:`~wds_cloud.resume.track.Tagged` values whose ids are preceded by a mark
+    ``(MARK, reader, pass, index)`` (per row of a batch).
+
+    Pass ``k`` of the window has epoch ``epoch + k * step``. From a loader state (``ctx``'s
+    ``resume``), the worker reads what its share of each pass the state lists did not
+    deliver, then goes on with later passes, and stops when its window holds ``n`` items
+    counting those the state says were delivered."""
+    from wds_cloud.core.shards import worker_info
+    from wds_cloud.resume.loop import innermost
+    from wds_cloud.resume.track import Rows, Tagged, flat
+
+    found = innermost(p)
+    assert found is not None
+    source = found[1]
+    state = ctx.get("resume")
+    scope = list(worker_info())
+    reader = f"{scope[0]}.{scope[2]}"
+    mine = (state or {}).get("windows", {}).get(reader, {})
+    if state is not None and source.shuffle is not None:
+        source.shuffle.epoch = int(state["epoch"])
+    first_epoch, step = source.order()[0], _step(source)
+    saved = mine.get("passes", [])
+    limit = p.epoch_size()
+    count = int(mine.get("window", 0))
+    if 0 < limit <= count or (state is not None and state.get("finished")):
+        return
+    for k in range(p.repetitions):
+        resumed = dict(saved[k], reader=scope) if k < len(saved) else None
+        sub = dict(ctx, epoch=first_epoch + k * step, resume=resumed)
+        got = False
+        for item, tags in pairs(p, sub):
+            got = True
+            mark = (MARK, reader, k, count)
+            if isinstance(tags, Rows):
+                tags = Rows([mark, *row] for row in tags)
+            else:
+                tags = [mark, *flat(tags)]
+            count += 1
+            yield Tagged(item, tags)
+            if 0 < limit <= count:
+                return
+        if not got and resumed is None:
+            return  # an empty pass ends the window
+
+
+class LoaderWindows:
+    """The top object's ledger when each DataLoader worker runs a window of its own: per
+    reader (``"rank.worker"``) the items of its window delivered and one
+    :class:`~wds_cloud.resume.state.Ledger` per pass of the window (ids are routed by the
+    mark before them, see :func:`emit_windows`)."""
+
+    def __init__(self, header: dict[str, Any], source: Any) -> None:
+        self.header = header
+        self.source = source
+        self.step = _step(source)
+        self.count: dict[str, int] = {}
+        self.seen: dict[str, set[int]] = {}
+        self.passes: dict[str, list[Any]] = {}
+
+    def _pass(self, reader: str, k: int) -> Any:
+        passes = self.passes.setdefault(reader, [])
+        while len(passes) <= k:
+            epoch = int(self.header["epoch"]) + len(passes) * self.step
+            header = {**self.header, "epoch": epoch}
+            header.pop("finished", None)
+            passes.append(self.source.new_ledger(header, self.source.order(epoch)[1]))
+        return passes[k]
+
+    def add(self, ids: Iterable[Any]) -> None:
+        """Record delivered ids (each item's preceded by its mark)."""
+        ledger: Any = None
+        batch: list[Any] = []
+        for sid in ids:
+            if sid[0] == MARK:
+                if batch:
+                    ledger.add(batch)
+                    batch = []
+                _, reader, k, index = sid
+                ledger = self._pass(reader, k)
+                seen = self.seen.setdefault(reader, set())
+                if index not in seen:
+                    seen.add(index)
+                    self.count[reader] = self.count.get(reader, 0) + 1
+            else:
+                batch.append(sid)
+        if batch:
+            if ledger is None:
+                raise RuntimeError("resume: a worker window's item came without its mark")
+            ledger.add(batch)
+
+    def state(self) -> dict[str, Any]:
+        """The JSON-serialisable state (``windows`` per reader)."""
+        from wds_cloud.resume.state import STATE_FORMAT
+
+        windows = {}
+        delivered = 0
+        for reader in sorted(set(self.count) | set(self.passes)):
+            passes = [ledger.state() for ledger in self.passes.get(reader, [])]
+            for s in passes:
+                s.pop("format", None)
+                delivered += int(s["delivered"])
+            windows[reader] = {"window": self.count.get(reader, 0), "passes": passes}
+        return {
+            "format": STATE_FORMAT,
+            **self.header,
+            "delivered": delivered,
+            "windows": windows,
+        }
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Start from the deliveries recorded in ``state``.
+
+        Raises:
+            ConfigError: ``state`` was taken mid-pass by a loader without worker windows.
+        """
+        if "windows" not in state and (state.get("done") or state.get("open")):
+            from wds_cloud.errors import ConfigError
+
+            raise ConfigError(
+                "this state was taken by a loader without with_epoch() on its dataset; load it "
+                "into a loader built the same way"
+            )
+        for reader, d in state.get("windows", {}).items():
+            self.count[reader] = int(d.get("window", 0))
+            for k, saved in enumerate(d.get("passes", [])):
+                self._pass(reader, k).load(saved)
+
+
+def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
+    """One ``iter()`` of ``p`` whose DataLoader's dataset has the window (each worker runs
+    one, :func:`emit_windows`), from ``state`` if given."""
+    from wds_cloud.core.shards import node_info
+    from wds_cloud.errors import ConfigError
+    from wds_cloud.resume.loop import _deliver, innermost
+
+    found = innermost(p)
+    assert found is not None
+    inner, source = found
+    if state is not None and source.shuffle is not None:
+        source.shuffle.epoch = int(state["epoch"])
+    epoch = source.order()[0]
+    generation = int(state.get("generation", 0)) + 1 if state is not None else 0
+    readers = [node_info()[1], max(1, int(loader_of(p).num_workers))]
+    if state is not None and state.get("readers", readers) != readers:
+        raise ConfigError(
+            f"this state was taken with (ranks, DataLoader workers) = {tuple(state['readers'])}"
+            f" and is loaded with {tuple(readers)}: each worker's with_epoch() window is its "
+            "own, so load it with the same numbers"
+        )
+    header = {
+        "epoch": epoch,
+        "seed": getattr(inner, "seed", 0),
+        "generation": generation,
+        "readers": readers,
+    }
+    ledger = LoaderWindows(header, source)
+    if state is not None:
+        ledger.load(state)
+    p._resume_ledger = ledger
+    return _deliver(p, ledger, {**header, "resume": state}, None, epoch)  # type: ignore[arg-type]
+
+
+def merge_windows(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge the loader states of several ranks with per-worker windows (their readers are
+    disjoint: keyed by rank and worker)."""
+    merged = dict(states[0])
+    merged["windows"] = dict(sorted((r, d) for s in states for r, d in s["windows"].items()))
+    merged["delivered"] = sum(int(s.get("delivered", 0)) for s in states)
+    merged["generation"] = max(int(s.get("generation", 0)) for s in states)
+    merged.pop("finished", None)
+    if all(s.get("finished") for s in states):
+        merged["finished"] = True
+    return merged
