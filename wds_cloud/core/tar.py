@@ -34,7 +34,7 @@ from wds_cloud.core.tarheader import (
     octal,
     parse_pax,
 )
-from wds_cloud.core.tarsource import DONTNEED_STEP, READ_CHUNK, TarSource
+from wds_cloud.core.tarsource import DONTNEED_STEP, PREAD_MIN, READ_CHUNK, TarSource
 from wds_cloud.errors import ShardReadError
 from wds_cloud.redact import redact_url
 
@@ -190,7 +190,8 @@ def _members(
     offset)`` followed by ``(None, b"", end of archive)`` when ``positions`` is True.
 
     Each member's bytes are copied once at most: a slice of the mapping or of the read block,
-    or one join of the pieces of a member larger than the block. ``zero_copy``: regular
+    a ``pread`` of a large member of a mapped file, or one join of the pieces of a member
+    larger than the block. ``zero_copy``: regular
     members' data as read-only memoryviews (no copy; see :func:`iter_tar`)."""
     mapped = source.mm is not None
     fields_get = CHECKSUM_FIELDS.get
@@ -336,11 +337,15 @@ def _members(
             regular = False
         wanted = (regular and copy) or typeflag in b"xgLKX"
         if start + size <= buflen:
-            if not wanted:
+            if wanted and not zero_copy and size < PREAD_MIN:
+                data = buf[start : start + size]
+            elif not wanted:
                 data = b""
             elif zero_copy and regular:
                 # buf is a mapping or an immutable block never written again: a safe view
                 data = memoryview(buf)[start : start + size].toreadonly()
+            elif mapped:
+                data = source.pread(start, size)
             else:
                 data = buf[start : start + size]
             pos = start + padded
