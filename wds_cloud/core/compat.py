@@ -161,7 +161,7 @@ class WebDataset(DataPipeline, FluidInterface):
                 cache_dir=cache_dir,
                 cache_size=cache_size,
                 local_paths=True,
-                zero_copy=zero_copy,
+                **({"zero_copy": True} if zero_copy else {}),  # the stage's kw stay webdataset's
                 **open_options,
             )
         )
