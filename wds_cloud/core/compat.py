@@ -75,6 +75,8 @@ class WebDataset(DataPipeline, FluidInterface):
         split_samples: split at sample level instead of by shard: every reader reads all
             shards and keeps samples ``i % (world * workers) == slot``.
         split_by: ``"shard"`` (default) or ``"sample"`` (same as ``split_samples=True``).
+        zero_copy: member data as read-only ``memoryview``s instead of ``bytes`` (no copy), for
+            decoders that read from buffers; see docs/pipeline.md, "Zero-copy members".
         mode: ``"resampled"`` is the same as ``resampled=True``.
         repeat, url_to_name, verbose: accepted and ignored, as in webdataset 1.0.2.
         **open_options: passed to the backend opener (e.g. ``etl="name"`` for ``ais://``).
@@ -105,6 +107,7 @@ class WebDataset(DataPipeline, FluidInterface):
         registry: Any = None,
         split_samples: bool = False,
         split_by: str = "shard",
+        zero_copy: bool = False,
         **open_options: Any,
     ) -> None:
         super().__init__()
@@ -158,6 +161,7 @@ class WebDataset(DataPipeline, FluidInterface):
                 cache_dir=cache_dir,
                 cache_size=cache_size,
                 local_paths=True,
+                **({"zero_copy": True} if zero_copy else {}),  # the stage's kw stay webdataset's
                 **open_options,
             )
         )

@@ -88,6 +88,7 @@ def tar_samples(
     rename_files: Callable[[str], str] | None = None,
     concatenated: bool = False,
     on_warning: Warn | None = None,
+    zero_copy: bool = False,
 ) -> Iterator[Sample]:
     """Yield the samples of one shard read from ``stream``.
 
@@ -104,6 +105,8 @@ def tar_samples(
         concatenated: keep reading after end-of-archive markers (several tars in one stream).
         on_warning: receives ``(message, offset)`` for oddities read past; see
             :func:`~wds_cloud.core.tar.iter_tar`.
+        zero_copy: member data as read-only ``memoryview``s, not ``bytes`` (no copy); see
+            :func:`~wds_cloud.core.tar.iter_tar` for how long they stay valid.
     """
     try:
         yield from _shard_samples(
@@ -115,6 +118,7 @@ def tar_samples(
             rename_files=rename_files,
             concatenated=concatenated,
             on_warning=on_warning,
+            zero_copy=zero_copy,
         )
     except StopShards:
         return
@@ -130,6 +134,7 @@ def _shard_samples(
     rename_files: Callable[[str], str] | None = None,
     concatenated: bool = False,
     on_warning: Warn | None = None,
+    zero_copy: bool = False,
 ) -> Iterator[Sample]:
     """The reader behind :func:`tar_samples`; raises :class:`StopShards` to stop."""
     entries = iter_tar_positions(
@@ -138,6 +143,7 @@ def _shard_samples(
         concatenated=concatenated,
         skip=_skipper(select_files, rename_files),
         on_warning=on_warning,
+        zero_copy=zero_copy,
     )
     for sample, _, _ in group_members(
         entries,
@@ -328,6 +334,7 @@ def tarfile_samples(
     local_paths: bool = False,
     opener: ShardOpener | None = None,
     concatenated: bool = False,
+    zero_copy: bool = False,
     **open_options: Any,
 ) -> Iterator[Sample]:
     """Open each shard of ``src`` and yield its samples.
@@ -345,6 +352,9 @@ def tarfile_samples(
         opener: a prepared :class:`ShardOpener` (overrides registry/cache/options).
         concatenated: keep reading after end-of-archive markers, for streams that hold
             several tar archives back to back (a SageMaker Pipe-mode FIFO).
+        zero_copy: member data as read-only ``memoryview``s of the mapped shard file or of the
+            block read, not ``bytes`` (no copy; for code that decodes from buffers). Views stay
+            valid while referenced; see docs/pipeline.md, "Zero-copy members".
         **open_options: passed to the backend's ``open`` (e.g. ``etl="name"`` for ais://).
     """
     if opener is None:
@@ -373,6 +383,7 @@ def tarfile_samples(
                 select_files=select_files,
                 rename_files=rename_files,
                 concatenated=concatenated,
+                zero_copy=zero_copy,
             )
         except StopShards:
             return

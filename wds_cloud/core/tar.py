@@ -34,7 +34,7 @@ from wds_cloud.core.tarheader import (
     octal,
     parse_pax,
 )
-from wds_cloud.core.tarsource import DONTNEED_STEP, READ_CHUNK, TarSource
+from wds_cloud.core.tarsource import DONTNEED_STEP, PREAD_MIN, READ_CHUNK, TarSource
 from wds_cloud.errors import ShardReadError
 from wds_cloud.redact import redact_url
 
@@ -68,6 +68,7 @@ def iter_tar(
     skip: Skip | None = None,
     bufsize: int = DEFAULT_BUFSIZE,
     on_warning: Warn | None = None,
+    zero_copy: bool = False,
 ) -> Iterator[Member]:
     """Yield ``(name, data)`` for every regular file in a tar stream.
 
@@ -85,6 +86,13 @@ def iter_tar(
             ``tarfile`` and webdataset silently stop there and lose the rest), and a stream that
             ends at a member boundary without the end-of-archive marker. Default: a ``logging``
             warning naming the URL and offset.
+        zero_copy: yield each member's data as a read-only ``memoryview`` instead of ``bytes``:
+            a view of the mapped file (local files), of the read block it lies in, or of a
+            buffer of its own (a member larger than the block, read straight into it). Views
+            never change and stay valid as long as they are referenced, after the iterator is
+            closed too (a mapping with live views is unmapped when the last is released);
+            holding one keeps its mapping or block (``bufsize``) in memory. See
+            docs/pipeline.md, "Zero-copy members".
 
     Raises:
         ShardReadError: not a tar archive, a corrupt header, a truncated member or header.
@@ -96,7 +104,7 @@ def iter_tar(
     if on_warning is None:
         on_warning = _log_warning(url)
     try:
-        yield from _members(source, url, concatenated, skip, on_warning, True)
+        yield from _members(source, url, concatenated, skip, on_warning, True, False, zero_copy)
     finally:
         source.close()
 
@@ -139,7 +147,8 @@ def iter_tar_positions(
     skip: Skip | None = None,
     bufsize: int = DEFAULT_BUFSIZE,
     on_warning: Warn | None = None,
-) -> Iterator[tuple[str | None, bytes, int]]:
+    zero_copy: bool = False,
+) -> Iterator[tuple[str | None, bytes | memoryview, int]]:
     """Yield ``(name, data, first header offset)`` for every regular file, then
     ``(None, b"", end)`` where ``end`` is the offset of the end-of-archive marker (or of the end
     of the stream when it has none).
@@ -149,7 +158,8 @@ def iter_tar_positions(
     from the stream's first byte (a local file opened and positioned at ``n``: from the file's
     start). Every sample reader groups these (:func:`wds_cloud.core.samples.group_members`),
     and resumable reading ties samples to the positions. ``concatenated``: as in
-    :func:`iter_tar` (the end entry then comes at the end of the stream).
+    :func:`iter_tar` (the end entry then comes at the end of the stream); ``zero_copy``: as in
+    :func:`iter_tar`.
 
     Raises:
         ShardReadError: as :func:`iter_tar`.
@@ -158,7 +168,7 @@ def iter_tar_positions(
     if on_warning is None:
         on_warning = _log_warning(url)
     try:
-        yield from _members(source, url, concatenated, skip, on_warning, True, True)
+        yield from _members(source, url, concatenated, skip, on_warning, True, True, zero_copy)
     finally:
         source.close()
 
@@ -173,10 +183,16 @@ def _members(
     warn: Warn,
     copy: bool,
     positions: bool = False,
+    zero_copy: bool = False,
 ) -> Iterator[Any]:
     """Regular members as ``(name, data)``, or as ``(name, data offset, size)`` when ``copy``
     is False (their data is then skipped, never copied), or as ``(name, data, first header
-    offset)`` followed by ``(None, b"", end of archive)`` when ``positions`` is True."""
+    offset)`` followed by ``(None, b"", end of archive)`` when ``positions`` is True.
+
+    Each member's bytes are copied once at most: a slice of the mapping or of the read block,
+    a ``pread`` of a large member of a mapped file, or one join of the pieces of a member
+    larger than the block. ``zero_copy``: regular
+    members' data as read-only memoryviews (no copy; see :func:`iter_tar`)."""
     mapped = source.mm is not None
     fields_get = CHECKSUM_FIELDS.get
     adler32 = zlib.adler32
@@ -191,6 +207,7 @@ def _members(
     name = ""
     typeflag = 0  # of the last header read
     chain = -1  # first header offset of the member being described (positions mode)
+    data: Any  # bytes, or a memoryview of a regular member with zero_copy
     while True:
         if buflen - pos < BLOCK:
             if not mapped:
@@ -320,7 +337,17 @@ def _members(
             regular = False
         wanted = (regular and copy) or typeflag in b"xgLKX"
         if start + size <= buflen:
-            data = buf[start : start + size] if wanted else b""
+            if wanted and not zero_copy and size < PREAD_MIN:
+                data = buf[start : start + size]
+            elif not wanted:
+                data = b""
+            elif zero_copy and regular:
+                # buf is a mapping or an immutable block never written again: a safe view
+                data = memoryview(buf)[start : start + size].toreadonly()
+            elif mapped:
+                data = source.pread(start, size)
+            else:
+                data = buf[start : start + size]
             pos = start + padded
             if mapped:
                 if pos > buflen:
@@ -336,7 +363,9 @@ def _members(
                 member=name,
             )
         else:
-            data, pos = _take_large(source, start, size, padded, wanted, url, header_offset, name)
+            data, pos = _take_large(
+                source, start, size, padded, wanted, zero_copy and regular, url, header_offset, name
+            )
             buf = source.buf
             buflen = len(buf)
         if regular:
@@ -371,35 +400,49 @@ def _take_large(
     size: int,
     padded: int,
     wanted: bool,
+    view: bool,
     url: str | None,
     offset: int,
     name: str,
-) -> tuple[bytes, int]:
-    """Read a member that runs past the buffered block; return (data, new position)."""
+) -> tuple[bytes | memoryview, int]:
+    """Read a member that runs past the buffered block; return (data, new position).
+
+    Copies: ``bytes`` are one join of the buffered head and the pieces read (one copy);
+    ``view`` (zero-copy) reads the rest straight into a buffer of the member's size (only the
+    buffered head is copied) and returns a read-only view of it.
+    """
     buf = source.buf
-    have = buf[start:]
-    need = size - len(have)
-    parts = [have] if wanted else []
-    while need > 0:
-        chunk = source.read(min(need, READ_CHUNK))
-        if not chunk:
-            raise ShardReadError(
-                f"truncated member: header declares {size} bytes, the stream ended after "
-                f"{size - need}",
-                url=url,
-                offset=offset,
-                member=name,
-            )
-        need -= len(chunk)
-        if wanted:
-            parts.append(chunk)
-    data = b"".join(parts) if wanted else b""
-    # Skip the padding and continue with a fresh buffer.
-    source.base += len(buf) + (size - len(have))
+    head = memoryview(buf)[start:]
+    need = size - len(head)
+    if view:
+        out = bytearray(size)
+        whole = memoryview(out)
+        whole[: len(head)] = head
+        got = source.read_into(whole[len(head) :])
+        data: bytes | memoryview = whole.toreadonly()
+    else:
+        parts: list[Any] = [head]
+        got = 0
+        while got < need:
+            chunk = source.read_some(min(need - got, READ_CHUNK))
+            if not chunk:
+                break
+            got += len(chunk)
+            if wanted:
+                parts.append(chunk)
+        data = b"".join(parts) if wanted else b""
+    head.release()
+    if got < need:
+        raise ShardReadError(
+            f"truncated member: header declares {size} bytes, the stream ended after "
+            f"{size - need + got}",
+            url=url,
+            offset=offset,
+            member=name,
+        )
+    # Continue with a fresh block that starts with the padding: reading padding + bufsize keeps
+    # block ends 512-aligned, so that refills rarely have a partial header to carry over.
+    source.base += len(buf) + need
     pad = padded - size
-    source.buf = source.read(source.bufsize)
-    if pad:
-        cut = min(pad, len(source.buf))  # padding cut at the end: the end check reports it
-        source.base += cut
-        source.buf = source.buf[cut:]
-    return data, 0
+    source.buf = source.read(pad + source.bufsize)
+    return data, min(pad, len(source.buf))  # padding cut at the end: the end check reports it
