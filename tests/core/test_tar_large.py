@@ -240,11 +240,6 @@ def test_default_decoders_accept_views(tmp_path: Path) -> None:
                     assert x == bytes(y) if isinstance(y, memoryview) else x == y, key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WebDataset reads through wds_cloud.resume, whose reader does not pass zero_copy on "
-    "yet (resume/source.py _READ_OPTIONS, resume/reader.py read_item/samples_with_positions)",
-)
 def test_webdataset_zero_copy_yields_views(large: bytes, tmp_path: Path) -> None:
     from wds_cloud import WebDataset
 

@@ -54,6 +54,7 @@ def samples_with_positions(
     rename_files: Callable[[str], str] | None = None,
     local_path: str | None = None,
     warn: bool = True,
+    zero_copy: bool = False,
 ) -> Iterator[Pair]:
     """Group tar members into samples (as :func:`~wds_cloud.core.samples.tar_samples`) and
     yield each with its id ``(url, start, end, last)``.
@@ -68,6 +69,7 @@ def samples_with_positions(
         url=url,
         skip=_skipper(select_files, rename_files),
         on_warning=None if warn else _quiet,
+        zero_copy=zero_copy,
     )
     grouped = group_members(
         entries,
@@ -172,6 +174,7 @@ def read_item(
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
     local_paths: bool = False,
+    zero_copy: bool = False,
 ) -> Iterator[Pair]:
     """Yield the samples of one work item with their ids."""
     url = item.url
@@ -179,6 +182,7 @@ def read_item(
         "handler": handler,
         "select_files": select_files,
         "rename_files": rename_files,
+        "zero_copy": zero_copy,
     }
     compressed = url.lower().endswith(_COMPRESSED)
     if item.whole or compressed:

@@ -139,7 +139,7 @@ def _split_pairs(pairs: Iterator[Pair]) -> Iterator[Pair]:
             yield pair
 
 
-_READ_OPTIONS = ("handler", "select_files", "rename_files", "local_paths")
+_READ_OPTIONS = ("handler", "select_files", "rename_files", "local_paths", "zero_copy")
 
 
 def reader_options(reader: FilterFunction) -> tuple[ShardOpener, dict[str, Any]]:
