@@ -37,9 +37,11 @@ Client, server and worker processes share the machine's cores: compare ratios wi
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,8 +70,10 @@ PEERS: dict[str, dict[str, list[str]]] = {
         "nodeps": ["mosaicml-streaming", "xxhash", "zstd", "catalogue", "python-snappy", "brotli"],
         "deps": ["transformers<5", "tqdm", "cramjam"],
     },
+    # obstore is left out: LitData builds its obstore S3 store without allow_http, so it
+    # cannot reach an http:// endpoint such as SeaweedFS's; without it LitData uses boto3.
     "litdata": {
-        "nodeps": ["litdata", "lightning-utilities", "tifffile", "obstore"],
+        "nodeps": ["litdata", "lightning-utilities", "tifffile"],
         "deps": [],
     },
 }
@@ -121,11 +125,18 @@ def time_first(make: Callable[[], Any]) -> tuple[float, Any]:
     it = make()
     first = next(it)
     seconds = time.perf_counter() - t0
+    _stop(it)
+    del it
+    gc.collect()  # the loader's workers are gone before the next measurement starts
+    return seconds, first
+
+
+def _stop(it: Any) -> None:
+    """End an iterator early: close a generator (wds_cloud's pipeline closes its DataLoader
+    iterator), or drop a DataLoader iterator, which shuts its workers down."""
     close = getattr(it, "close", None)
     if close is not None:
         close()
-    del it
-    return seconds, first
 
 
 def measure(
@@ -156,10 +167,9 @@ def measure(
     epoch_s = time.perf_counter() - t0
     state = loader.state_dict()
     blob = json.dumps(state)
-    close = getattr(it, "close", None)
-    if close is not None:
-        close()
+    _stop(it)
     del it, loader
+    gc.collect()
     log(f"{name}: {steps} batches ({len(seen)} samples) in {epoch_s:.1f} s, state {len(blob)} B")
 
     def resumed() -> Iterator[Any]:
@@ -180,7 +190,9 @@ def measure(
     after = extra() if extra else None
     expected = all_keys - set(seen)
     exact = len(rest) == len(set(rest)) == len(expected) and set(rest) == expected
-    log(f"{name}: resumed run delivered {len(rest)} samples, expected {len(expected)}: exact={exact}")
+    log(
+        f"{name}: resumed run delivered {len(rest)} samples, expected {len(expected)}: exact={exact}"
+    )
     fresh_med, resume_med = statistics.median(fresh_s), statistics.median(resume_s)
     return {
         "fresh_first_batch_s": fresh_med,
@@ -251,75 +263,167 @@ def peer_venv(name: str, cache: Path) -> Path:
         if proc.returncode != 0:
             tail = [line for line in proc.stderr.splitlines() if "ignored" not in line][-3:]
             raise RuntimeError(f"pip install {' '.join(packages)} failed: {' | '.join(tail)}")
+    if name == "streaming":
+        _torchvision_placeholder(venv / "lib" / version / "site-packages")
     marker.write_text("ok\n")
     return python
 
 
-def run_peer(name: str, cache: Path, paths: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    """Install (once) and run one peer; its result dict, or ``{"error": why}``."""
-    try:
-        python = peer_venv(name, cache)
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
-        return {"error": f"not installable: {exc}"}
-    with tempfile.TemporaryDirectory(prefix=f"bench-resume-{name}-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [str(python), str(Path(__file__)), "--peer-run", name, "--peer-out", str(out)]
-        cmd += ["--peer-work", tmp, "--rounds", str(args.rounds), "--at", str(args.at)]
-        cmd += ["--peer-paths", json.dumps(paths)]
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        proc = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
-        sys.stderr.write("".join(f"  [{name}] {line}\n" for line in proc.stderr.splitlines()))
-        if proc.returncode != 0 or not out.exists():
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            return {"error": f"failed (exit {proc.returncode}): {last}"}
-        return dict(json.loads(out.read_text()))
+# ``import streaming`` imports ``streaming.vision``, which imports two torchvision names. The
+# PyPI torchvision wheels are built against the CUDA torch and do not load on the CPU torch
+# this interpreter shares with the venv, so the streaming venv gets a placeholder holding just
+# those names (the benchmark uses ``StreamingDataset``, never ``streaming.vision``).
+_TORCHVISION = {
+    "__init__.py": '"""Placeholder for bench_resume.py: see its _torchvision_placeholder."""\n',
+    "datasets.py": "from torch.utils.data import Dataset as VisionDataset  # noqa: F401\n",
+    "transforms/__init__.py": "",
+    "transforms/functional.py": (
+        "def to_tensor(pic):\n"
+        "    raise NotImplementedError('torchvision placeholder (benchmarks/bench_resume.py)')\n"
+    ),
+}
 
 
-def peer_main(name: str, paths: list[str], work: str, rounds: int, at: float) -> dict[str, Any]:
-    """Inside the peer's venv: convert ``paths`` to the peer's format and measure it."""
+def _torchvision_placeholder(site: Path) -> None:
+    for rel, text in _TORCHVISION.items():
+        path = site / "torchvision" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def run_peer(
+    name: str, python: Path, work: Path, paths: list[str], args: argparse.Namespace, where: dict
+) -> dict[str, Any]:
+    """Run one peer's measurement in its venv (``where``: ``{}`` for local disk, or the S3
+    ``remote``, ``endpoint`` and ``metrics`` URL); its result dict, or ``{"error": why}``. The
+    peer's output goes to ``last-local.log``/``last-s3.log`` in its venv; our lines are echoed."""
+    out = work / f"{name}-result.json"
+    out.unlink(missing_ok=True)
+    cmd = [str(python), str(Path(__file__)), "--peer-run", name, "--peer-out", str(out)]
+    cmd += ["--peer-work", str(work / name), "--rounds", str(args.rounds), "--at", str(args.at)]
+    cmd += ["--peer-paths", json.dumps(paths), "--peer-where", json.dumps(where)]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if where.get("remote"):
+        env.update(
+            AWS_ACCESS_KEY_ID=KEY_ID,
+            AWS_SECRET_ACCESS_KEY=SECRET,
+            AWS_DEFAULT_REGION=REGION,
+            AWS_REGION=REGION,
+            S3_ENDPOINT_URL=where["endpoint"],  # MosaicML Streaming's endpoint variable
+        )
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=work
+    )
+    step = "s3" if where.get("remote") else "convert" if where.get("convert") else "local"
+    logfile = python.parent.parent / f"last-{step}.log"
+    logfile.write_text(proc.stdout)
+    for line in proc.stdout.splitlines():
+        if line.startswith(f"{name} "):
+            log(f"  {line}")
+    if proc.returncode != 0 or not out.exists():
+        errors = [x for x in proc.stdout.splitlines() if "Error" in x] or ["no output"]
+        return {"error": f"failed (exit {proc.returncode}): {errors[-1][:160]} (see {logfile})"}
+    return dict(json.loads(out.read_text()))
+
+
+def peer_main(
+    name: str, paths: list[str], work: str, rounds: int, at: float, where: dict[str, Any]
+) -> dict[str, Any]:
+    """Inside the peer's venv: with ``where["convert"]``, convert ``paths`` to the peer's format
+    into ``work/converted`` and time it; else measure the conversion on local disk or, with
+    ``where["remote"]``, its upload on S3."""
+    converted = os.path.join(work, "converted")
+    if where.get("convert"):
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        t0 = time.perf_counter()
+        shard_bytes = sum(os.path.getsize(p) for p in paths) // len(paths)
+        (_mds_convert if name == "streaming" else _litdata_convert)(paths, converted, shard_bytes)
+        conversion = time.perf_counter() - t0
+        log(f"{name} converted {len(paths)} shards in {conversion:.1f} s")
+        return {"conversion_s": conversion}
     all_keys = {key for path in paths for key, _, _ in tar_samples(path)}
-    total_bytes = sum(os.path.getsize(p) for p in paths)
-    out_dir = os.path.join(work, "converted")
-    t0 = time.perf_counter()
-    if name == "streaming":
-        build = _streaming(paths, out_dir, work, total_bytes // len(paths))
-    else:
-        build = _litdata(paths, out_dir, total_bytes // len(paths))
-    conversion = time.perf_counter() - t0
-    log(f"{name}: converted {len(all_keys)} samples in {conversion:.1f} s")
-    result = measure(name, build, lambda b: list(b["key"]), all_keys, rounds, at)
-    result["conversion_s"] = conversion
-    return result
+    remote = where.get("remote")
+    build = (
+        _streaming(remote or converted, work, bool(remote))
+        if name == "streaming"
+        else _litdata(remote or converted, work, where)
+    )
+    extra = None
+    if where.get("metrics"):
+        metrics = where["metrics"]
+        extra = lambda: s3_sent_bytes(metrics)  # noqa: E731
+    where_name = "s3" if remote else "local"
+    return measure(f"{name} {where_name}", build, _batch_keys, all_keys, rounds, at, extra)
 
 
-def _streaming(paths: list[str], out_dir: str, work: str, shard_bytes: int) -> Callable[[], Any]:
-    from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+def _batch_keys(batch: dict[str, Any]) -> list[str]:
+    return list(batch["key"])
+
+
+def _fresh_cache(work: str, unique: bool) -> str:
+    """An empty download cache for a remote peer dataset, so every loader starts with nothing
+    downloaded, as after a restart on a new machine. LitData records the path in its state and
+    refuses a state taken with another one (``unique=False``: the same path, emptied);
+    Streaming keeps the shard states of a local directory in shared memory for the life of the
+    process, so emptying one it used leaves it waiting for files it believes present
+    (``unique=True``: a new directory each time, all removed with ``work`` at the end)."""
+    if unique:
+        return tempfile.mkdtemp(prefix="cache-", dir=work)
+    cache = os.path.join(work, "cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    os.makedirs(cache)
+    return cache
+
+
+def _decode_sample(sample: dict[str, Any]) -> dict[str, Any]:
+    """A peer's stored sample with its JPEG decoded (runs in the loader's workers)."""
+    decode = _DECODER.get("f")
+    if decode is None:
+        decode = _DECODER["f"] = decoder()
+    return {"key": sample["key"], "jpg": decode(sample["jpg"]), "cls": sample["cls"]}
+
+
+_DECODER: dict[str, Callable[[bytes], Any]] = {}
+
+
+def _mds_convert(paths: list[str], out_dir: str, shard_bytes: int) -> None:
+    from streaming import MDSWriter
 
     columns = {"key": "str", "jpg": "bytes", "cls": "int"}
     with MDSWriter(out=out_dir, columns=columns, size_limit=shard_bytes) as writer:
         for path in paths:
             for key, jpg, cls in tar_samples(path):
                 writer.write({"key": key, "jpg": jpg, "cls": cls})
-    decode = decoder()
 
-    class Decoded(StreamingDataset):  # type: ignore[misc]
+
+def _streaming(source: str, work: str, remote: bool) -> Callable[[], Any]:
+    from streaming import StreamingDataLoader, StreamingDataset
+
+    global StreamingDecoded
+
+    class StreamingDecoded(StreamingDataset):  # type: ignore[misc,no-redef]
         def __getitem__(self, index: int) -> dict[str, Any]:
-            sample = super().__getitem__(index)
-            return {"key": sample["key"], "jpg": decode(sample["jpg"]), "cls": sample["cls"]}
+            return _decode_sample(super().__getitem__(index))
 
     def build() -> Any:
-        # Streaming keeps one process-wide registry of datasets per local dir: clear it
         from streaming.base.util import clean_stale_shared_memory
 
-        clean_stale_shared_memory()
-        dataset = Decoded(local=out_dir, shuffle=True, shuffle_seed=SEED, batch_size=BATCH)
+        clean_stale_shared_memory()  # the previous loader's shared memory for this dataset
+        place = (
+            {"remote": source, "local": _fresh_cache(work, True)} if remote else {"local": source}
+        )
+        dataset = StreamingDecoded(**place, shuffle=True, shuffle_seed=SEED, batch_size=BATCH)
         return StreamingDataLoader(dataset, batch_size=BATCH, num_workers=WORKERS)
 
     return build
 
 
-def _litdata(paths: list[str], out_dir: str, shard_bytes: int) -> Callable[[], Any]:
-    from litdata import StreamingDataLoader, StreamingDataset, optimize
+StreamingDecoded: Any = None  # defined by _streaming, at module level so workers can unpickle it
+
+
+def _litdata_convert(paths: list[str], out_dir: str, shard_bytes: int) -> None:
+    from litdata import optimize
 
     optimize(
         fn=_litdata_samples,
@@ -329,15 +433,27 @@ def _litdata(paths: list[str], out_dir: str, shard_bytes: int) -> Callable[[], A
         num_workers=1,
         mode="overwrite",
     )
-    decode = decoder()
 
-    class Decoded(StreamingDataset):  # type: ignore[misc]
-        def __getitem__(self, index: Any) -> dict[str, Any]:
-            sample = super().__getitem__(index)
-            return {"key": sample["key"], "jpg": decode(sample["jpg"]), "cls": sample["cls"]}
+
+def _litdata(source: str, work: str, where: dict[str, Any]) -> Callable[[], Any]:
+    from litdata import StreamingDataLoader, StreamingDataset
+
+    remote: dict[str, Any] = {}
+    if where.get("remote"):
+        options = {
+            "endpoint_url": where["endpoint"],
+            "aws_access_key_id": KEY_ID,
+            "aws_secret_access_key": SECRET,
+            "region_name": REGION,
+        }
+        remote = {"storage_options": options}
 
     def build() -> Any:
-        dataset = Decoded(out_dir, shuffle=True, seed=SEED)
+        if where.get("remote"):
+            remote["cache_dir"] = _fresh_cache(work, False)
+        dataset = StreamingDataset(
+            source, shuffle=True, seed=SEED, transform=_decode_sample, **remote
+        )
         return StreamingDataLoader(dataset, batch_size=BATCH, num_workers=WORKERS)
 
     return build
@@ -364,10 +480,12 @@ def s3_sent_bytes(metrics_url: str) -> float:
 
 # -- main --------------------------------------------------------------------------------------
 
+PEER_LABELS = {"streaming": "MosaicML Streaming", "litdata": "LitData"}
+
 
 def _row(backend: str, lib: str, r: dict[str, Any]) -> str:
     if "error" in r:
-        return f"| {backend} | {lib} | {r['error']} | | | | |"
+        return f"| {backend} | {lib} | {r['error']} | | | | | |"
     conv = f"{r['conversion_s']:.1f}" if r.get("conversion_s") is not None else "none"
     exact = "yes" if r["exact"] else f"NO ({r['delivered_after']} of {r['expected_after']})"
     return (
@@ -376,29 +494,30 @@ def _row(backend: str, lib: str, r: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, make the data, measure every backend and library, print the table."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--shard-mb", type=float, default=100.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--at", type=float, default=0.9, help="fraction of the epoch delivered")
     parser.add_argument("--shuffle-buffer", type=int, default=1000)
-    parser.add_argument("--backends", default="local,s3")
+    parser.add_argument("--backends", default="local,s3", help="comma-separated: local, s3")
     parser.add_argument("--peers", action="store_true", help="also Streaming and LitData")
     parser.add_argument("--peer-cache", default=None, help="venvs (default bench_data/peers)")
     parser.add_argument("--data-dir", default=str(ROOT / "bench_data"))
     parser.add_argument("--json", default=None, help="write all results here")
-    parser.add_argument("--peer-run", help=argparse.SUPPRESS)
-    parser.add_argument("--peer-out", help=argparse.SUPPRESS)
-    parser.add_argument("--peer-work", help=argparse.SUPPRESS)
-    parser.add_argument("--peer-paths", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    for hidden in ("run", "out", "work", "paths", "where"):  # the peer subprocess's arguments
+        parser.add_argument(f"--peer-{hidden}", help=argparse.SUPPRESS)
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, make the data, measure every backend and library, print the table."""
+    args = _parser().parse_args(argv)
     if args.peer_run:  # inside a peer's venv
-        result = peer_main(
-            args.peer_run, json.loads(args.peer_paths), args.peer_work, args.rounds, args.at
-        )
+        where = json.loads(args.peer_where)
+        paths = json.loads(args.peer_paths)
+        result = peer_main(args.peer_run, paths, args.peer_work, args.rounds, args.at, where)
         Path(args.peer_out).write_text(json.dumps(result))
         return 0
 
@@ -415,28 +534,60 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, {args.rounds} rounds, state at {args.at:.0%}"
     )
     backends = [b for b in args.backends.split(",") if b]
-    results: dict[str, dict[str, Any]] = {}
-    if "local" in backends:
-        build = wds_builder(paths, None, args.shuffle_buffer)
-        results["local"] = {
-            "wds_cloud": measure("wds_cloud local", build, _keys, all_keys, args.rounds, args.at)
-        }
-    if "s3" in backends:
-        results["s3"] = {"wds_cloud": _measure_s3(paths, all_keys, ds.nbytes, args)}
+    results: dict[str, dict[str, Any]] = {b: {} for b in backends}
+    peers: dict[str, Path] = {}
+    conversions: dict[str, float] = {}
     if args.peers:
         cache = Path(args.peer_cache or os.path.join(args.data_dir, "peers"))
-        for name, label in (("streaming", "MosaicML Streaming"), ("litdata", "LitData")):
-            got = run_peer(name, cache, paths, args)
-            if "error" in got:
-                print(f"{label}: {got['error']}", flush=True)
-            results.setdefault("local", {})[label] = got
-        for label in ("MosaicML Streaming", "LitData"):
-            results.setdefault("s3", {})[label] = {
-                "error": "not measured on S3 (local disk only, see the module docstring)"
-            }
+        for name, label in PEER_LABELS.items():
+            try:
+                peers[name] = peer_venv(name, cache)
+            except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+                print(f"{label}: not installable, skipped: {exc}", flush=True)
+                for b in backends:
+                    results[b][label] = {"error": "not installable (see the line above)"}
 
+    with tempfile.TemporaryDirectory(prefix="bench-resume-") as tmp:
+        work = Path(tmp)
+        for name, python in list(peers.items()):
+            got = run_peer(name, python, work, paths, args, {"convert": True})
+            if "error" in got:
+                print(f"{PEER_LABELS[name]} (conversion): {got['error']}", flush=True)
+                del peers[name]
+                for b in backends:
+                    results[b][PEER_LABELS[name]] = {"error": "conversion failed (see above)"}
+            else:
+                conversions[name] = got["conversion_s"]
+        if "local" in backends:
+            build = wds_builder(paths, None, args.shuffle_buffer)
+            results["local"]["wds_cloud"] = measure(
+                "wds_cloud local", build, _keys, all_keys, args.rounds, args.at
+            )
+            for name, python in peers.items():
+                got = run_peer(name, python, work, paths, args, {})
+                if "error" in got:
+                    print(f"{PEER_LABELS[name]} (local): {got['error']}", flush=True)
+                results["local"][PEER_LABELS[name]] = {**got, "conversion_s": conversions[name]}
+        if "s3" in backends:
+            results["s3"] = _measure_s3(paths, all_keys, args, peers, work)
+            for name in peers:
+                results["s3"][PEER_LABELS[name]]["conversion_s"] = conversions[name]
+
+    _print(results, args, ds, per_shard, len(all_keys))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    wds_failed = [b for b, libs in results.items() if not libs.get("wds_cloud", {}).get("exact")]
+    if wds_failed:
+        print(f"\nFAIL: the resumed wds_cloud run was not exact on {', '.join(wds_failed)}")
+        return 1
+    return 0
+
+
+def _print(
+    results: dict[str, dict[str, Any]], args: argparse.Namespace, ds: Any, per: int, n: int
+) -> None:
     print(
-        f"\n{args.shards} shards x {per_shard} samples (256x256 JPEG ~27 KB + .cls), "
+        f"\n{args.shards} shards x {per} samples (256x256 JPEG ~27 KB + .cls), "
         f"{ds.nbytes / 1e6:.0f} MB; batch {BATCH}, {WORKERS} workers, shuffle buffer "
         f"{args.shuffle_buffer}, decode on; state at {args.at:.0%} of the epoch; median of "
         f"{args.rounds} round(s); {os.cpu_count()} CPUs\n"
@@ -449,39 +600,38 @@ def main(argv: list[str] | None = None) -> int:
     for backend, libs in results.items():
         for lib, r in libs.items():
             print(_row(backend, lib, r))
-    s3 = results.get("s3", {}).get("wds_cloud", {})
-    if s3.get("extra") is not None:
-        print(
-            f"\nS3 bytes sent by SeaweedFS during the resumed run (rest of the epoch): "
-            f"{s3['extra'] / 1e6:.1f} MB of {ds.nbytes / 1e6:.1f} MB in the data set "
-            f"({s3['extra'] / ds.nbytes:.1%}; {1 - s3['delivered_before'] / len(all_keys):.1%} "
-            "of the samples were left)"
-        )
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    failed = [
-        f"{b}/{lib}" for b, libs in results.items() for lib, r in libs.items() if not r.get("exact")
-    ]
-    wds_failed = [f for f in failed if f.endswith("/wds_cloud")]
-    if wds_failed:
-        print(f"\nFAIL: resumed run not exact for {', '.join(wds_failed)}")
-        return 1
-    return 0
+    sent = [(lib, r) for lib, r in results.get("s3", {}).items() if r.get("extra") is not None]
+    if sent:
+        print("\n| S3 bytes sent during the resumed run (rest of the epoch) | MB | of the data |")
+        print("|---|---:|---:|")
+        for lib, r in sent:
+            print(f"| {lib} | {r['extra'] / 1e6:.1f} | {r['extra'] / ds.nbytes:.1%} |")
+        left = 1 - results["s3"]["wds_cloud"]["delivered_before"] / n
+        print(f"\n{left:.1%} of the samples were left; the data set is {ds.nbytes / 1e6:.1f} MB.")
 
 
 def _measure_s3(
-    paths: list[str], all_keys: set[str], nbytes: int, args: argparse.Namespace
+    paths: list[str],
+    all_keys: set[str],
+    args: argparse.Namespace,
+    peers: dict[str, Path],
+    work: Path,
 ) -> dict[str, Any]:
+    """Start SeaweedFS (with its Prometheus port), upload the shards (and the peers'
+    conversions), measure wds_cloud and the peers over ``s3://``."""
     import boto3
 
-    from tests.support.seaweed import SeaweedServer
+    from tests.support.seaweed import SeaweedServer, free_ports
     from wds_cloud.openers.registry import OpenerRegistry
     from wds_cloud.openers.s3 import S3Opener
 
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-resume-") as tmp,
-        SeaweedServer(Path(tmp) / "weed", access_key=KEY_ID, secret_key=SECRET) as server,
-    ):
+    port = free_ports(1)[0]
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    flags = (f"-metricsPort={port}", "-metricsIp=127.0.0.1")
+    out: dict[str, Any] = {}
+    with SeaweedServer(
+        work / "weed", access_key=KEY_ID, secret_key=SECRET, extra_args=flags
+    ) as server:
         endpoint = server.endpoint_url
         client = boto3.client(
             "s3",
@@ -500,7 +650,7 @@ def _measure_s3(
                 time.sleep(0.1)
         urls = []
         for path in paths:
-            key = f"train/{os.path.basename(path)}"
+            key = f"wds/{os.path.basename(path)}"
             client.upload_file(path, BUCKET, key)
             urls.append(f"s3://{BUCKET}/{key}")
         registry = OpenerRegistry()
@@ -509,7 +659,27 @@ def _measure_s3(
         )
         registry.register("s3", opener, override=True)
         build = wds_builder(urls, registry, args.shuffle_buffer)
-        return measure("wds_cloud s3", build, _keys, all_keys, args.rounds, args.at)
+        out["wds_cloud"] = measure(
+            "wds_cloud s3",
+            build,
+            _keys,
+            all_keys,
+            args.rounds,
+            args.at,
+            lambda: s3_sent_bytes(metrics),
+        )
+        for name, python in peers.items():
+            converted = work / name / "converted"
+            for file in sorted(converted.rglob("*")):
+                if file.is_file():
+                    key = f"{name}/{file.relative_to(converted)}"
+                    client.upload_file(str(file), BUCKET, key)
+            where = {"remote": f"s3://{BUCKET}/{name}", "endpoint": endpoint, "metrics": metrics}
+            got = run_peer(name, python, work, paths, args, where)
+            if "error" in got:
+                print(f"{PEER_LABELS[name]} (s3): {got['error']}", flush=True)
+            out[PEER_LABELS[name]] = got
+    return out
 
 
 if __name__ == "__main__":
