@@ -31,7 +31,8 @@ for what is left out and why). The same JPEG bytes are converted to MDS / LitDat
 (batch 64, 2 workers, shuffled with the same seed, JPEGs decoded by the same decoder) go
 through the same steps, on local disk and on S3 (the converted files uploaded to SeaweedFS;
 Streaming through ``S3_ENDPOINT_URL``, LitData through ``storage_options``; each loader starts
-with an empty download cache). A peer that cannot be installed or run prints one line saying
+with an empty download cache: a new directory for Streaming, the same one emptied for LitData,
+whose state records the path). A peer that cannot be installed or run prints one line saying
 why; the run goes on. The peers shuffle the whole epoch (a global sample permutation), where
 wds_cloud uses shard shuffling and shuffle buffers.
 
@@ -252,8 +253,8 @@ def _streaming(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[Any],
             return _decode_sample(super().__getitem__(index))
 
     def build() -> Any:
-        if spec.get("endpoint"):  # an empty download cache: nothing downloaded yet
-            place = {"remote": spec["source"], "local": _empty(spec["cache"])}
+        if spec.get("endpoint"):  # an empty download cache, new to Streaming's shared memory
+            place = {"remote": spec["source"], "local": _empty(f"{spec['cache']}-{os.getpid()}")}
         else:
             place = {"local": spec["source"]}
         dataset = StreamingDecoded(**place, shuffle=True, shuffle_seed=SEED, batch_size=BATCH)
@@ -476,7 +477,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--shard-mb", type=float, default=100.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--at", type=float, default=0.9, help="fraction of the epoch delivered")
     parser.add_argument("--shuffle-buffer", type=int, default=1000)
     parser.add_argument("--backends", default="local,s3", help="comma-separated: local, s3")
