@@ -86,6 +86,7 @@ class SeaweedServer:
         access_key: when given with ``secret_key``, enable S3 auth with this one identity.
         secret_key: see ``access_key``.
         startup_timeout: seconds to wait for the S3 port to answer.
+        extra_args: more ``weed mini`` flags (e.g. ``-s3.metricsPort=N`` for benchmarks).
     """
 
     def __init__(
@@ -95,11 +96,13 @@ class SeaweedServer:
         access_key: str | None = None,
         secret_key: str | None = None,
         startup_timeout: float = 60.0,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.access_key = access_key
         self.secret_key = secret_key
         self.startup_timeout = startup_timeout
+        self.extra_args = extra_args
         self.ports: dict[str, int] = {}
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -138,6 +141,7 @@ class SeaweedServer:
             f"-s3.localSocket={self.data_dir}/s3.sock",
             f"-filer.localSocket={self.data_dir}/filer.sock",
             *(f"-{name}={port}" for name, port in self.ports.items()),
+            *self.extra_args,
         ]
         if self.access_key is not None and self.secret_key is not None:
             config = {

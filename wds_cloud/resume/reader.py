@@ -12,10 +12,13 @@ samples outside the wanted ranges are dropped.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
+import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any
 
 from wds_cloud.core.handlers import Handler, reraise_exception
@@ -205,20 +208,20 @@ def read_item(
             stream.close()
         return
     local_path = _local_path(url) if local_paths else None
-    for a, b in item.ranges:
-        data = _handled(functools.partial(fetch_range, opener, url, a, b), handler)
-        if data is None:
-            return
-        yield from samples_with_positions(
-            io.BytesIO(data),
-            url,
-            base=a,
-            start=a,
-            complete=False,
-            warn=False,
-            local_path=local_path,
-            **kw,
-        )
+    with contextlib.closing(_fetch_ranges(opener, url, item.ranges, handler)) as fetched:
+        for a, data in fetched:
+            if data is None:
+                return
+            yield from samples_with_positions(
+                io.BytesIO(data),
+                url,
+                base=a,
+                start=a,
+                complete=False,
+                warn=False,
+                local_path=local_path,
+                **kw,
+            )
     if item.tail is not None:
         tail = item.tail
         opened = _handled(lambda: open_at(opener, url, tail), handler)
@@ -231,6 +234,52 @@ def read_item(
             )
         finally:
             stream.close()
+
+
+RANGE_READS = 8
+"""Ranged reads of one shard's gaps kept in flight at once (see :func:`_fetch_ranges`)."""
+
+
+def _fetch_ranges(
+    opener: ShardOpener, url: str, ranges: tuple[tuple[int, int], ...], handler: Handler
+) -> Generator[tuple[int, bytes | None], None, None]:
+    """``(a, bytes a .. b)`` for each range, in order; ``(a, None)`` then stop when a read
+    failed and ``handler`` said to skip.
+
+    The samples that were in buffers when the state was taken lie scattered over the shard: a
+    resumed reader has one gap per sample or two, hundreds of small ranged reads before its
+    first batch. Each is a round trip to an object store, so on remote shards up to
+    :data:`RANGE_READS` of them run at once on threads (yielded in order; nothing outside the
+    ranges is read). Local files and cached copies are read one range after the other.
+    """
+    if len(ranges) < 2 or url_scheme(url) == "file" or _cached_file(opener, url) is not None:
+        for a, b in ranges:
+            data = _handled(functools.partial(fetch_range, opener, url, a, b), handler)
+            yield a, data
+            if data is None:
+                return
+        return
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(RANGE_READS, thread_name_prefix="wds-cloud-range")
+    todo = iter(ranges)
+    pending: deque[tuple[int, Future[bytes]]] = deque()
+    try:
+        for a, b in itertools.islice(todo, 2 * RANGE_READS):
+            pending.append((a, pool.submit(fetch_range, opener, url, a, b)))
+        while pending:
+            a, future = pending.popleft()
+            data = _handled(future.result, handler)
+            nxt = next(todo, None)
+            if nxt is not None and data is not None:
+                pending.append((nxt[0], pool.submit(fetch_range, opener, url, *nxt)))
+            yield a, data
+            if data is None:
+                return
+    finally:
+        for _, future in pending:
+            future.cancel()
+        pool.shutdown(wait=False)
 
 
 def _wanted(item: WorkItem, start: int) -> bool:
