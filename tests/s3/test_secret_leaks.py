@@ -28,8 +28,6 @@ from typing import Any
 import pytest
 
 import wds_cloud
-from tests.emulators.ais.fixtures import ais_emulator  # noqa: F401 - fixture
-from tests.gcs.conftest import fake_gcs  # noqa: F401 - fixture
 from tests.s3.conftest import ACCESS_KEY, REGION, SECRET_KEY, make_config
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import (
