@@ -137,6 +137,10 @@ class SeaweedServer:
             "-s3.port.lance=0",
             f"-s3.localSocket={self.data_dir}/s3.sock",
             f"-filer.localSocket={self.data_dir}/filer.sock",
+            # each bucket takes a volume of its own, and the limit derived from free disk space
+            # can be as low as ~55: a session's tests create more buckets than that. Volumes
+            # are not preallocated, so a high count costs nothing until used.
+            "-volume.max=1000",
             *(f"-{name}={port}" for name, port in self.ports.items()),
         ]
         if self.access_key is not None and self.secret_key is not None:
