@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
-import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from tests.emulators.ais.fixtures import ais_client, ais_emulator  # noqa: F401
 from tests.emulators.ais.server import AisEmulator
+from tests.support import tarbuild
 from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
 from wds_cloud.openers.ais import AisOpener
 
@@ -23,22 +21,17 @@ ETL_NAME = "upper-etl"
 
 def make_shard(index: int, samples: int, payload: int = 64) -> tuple[bytes, list[dict[str, bytes]]]:
     """A tar shard of ``samples`` samples (``.txt``, ``.cls``, ``.bin``) and the expected dicts."""
-    buf = io.BytesIO()
-    expected = []
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for j in range(samples):
-            key = f"dir{index}/s{index:02d}_{j:05d}"
-            sample = {
-                "txt": f"text {index} {j}".encode(),
-                "cls": str(j % 7).encode(),
-                "bin": bytes((index * 31 + j + k) % 256 for k in range(payload)),
-            }
-            for ext, data in sample.items():
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            expected.append({"__key__": key, **sample})  # type: ignore[dict-item]
-    return buf.getvalue(), expected
+    members, expected = [], []
+    for j in range(samples):
+        key = f"dir{index}/s{index:02d}_{j:05d}"
+        sample = {
+            "txt": f"text {index} {j}".encode(),
+            "cls": str(j % 7).encode(),
+            "bin": bytes((index * 31 + j + k) % 256 for k in range(payload)),
+        }
+        members += [(f"{key}.{ext}", data) for ext, data in sample.items()]
+        expected.append({"__key__": key, **sample})  # type: ignore[dict-item]
+    return tarbuild.tar_bytes(members, mtime=0), expected
 
 
 @dataclass
@@ -67,13 +60,13 @@ def put_shards(
 
 
 @pytest.fixture
-def shards(ais_emulator: AisEmulator) -> Shards:  # noqa: F811
+def shards(ais_emulator: AisEmulator) -> Shards:
     """Four shards of 50 samples each in bucket ``data``."""
     return put_shards(ais_emulator, "data", 4, 50)
 
 
 @pytest.fixture
-def opener(ais_emulator: AisEmulator) -> AisOpener:  # noqa: F811
+def opener(ais_emulator: AisEmulator) -> AisOpener:
     """An opener for the emulator: 2 retries without backoff."""
     return AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
 
@@ -108,7 +101,7 @@ def etl_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def upper_etl(ais_emulator: AisEmulator, etl_url: str) -> str:  # noqa: F811
+def upper_etl(ais_emulator: AisEmulator, etl_url: str) -> str:
     """Registers the test ETL with the emulator under :data:`ETL_NAME`; returns the name."""
     ais_emulator.register_etl(ETL_NAME, etl_url)
     return ETL_NAME

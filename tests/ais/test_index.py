@@ -3,13 +3,11 @@ build, check, read, loaders, one ranged GET per sample (seen by the emulator).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import wds_cloud as wds
-from tests.emulators.ais.fixtures import start_emulator
 from tests.emulators.ais.server import AisEmulator
 from tests.support import indexcheck
 from wds_cloud.openers.ais import AisOpener
@@ -21,12 +19,10 @@ BUCKET = "index-tests"
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[AisEmulator]:
-    emu = start_emulator()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+def emulator(ais_server: AisEmulator) -> AisEmulator:
+    """The session's emulator, emptied once for this module's shared data."""
+    ais_server.reset()
+    return ais_server
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Differential tests over the AIStore opener (see tests/core/test_tar_differential.py).
 
 200 archives from :mod:`tests.support.targen` are stored once in an AIStore emulator for this
-module (the package's ``ais_emulator`` fixture is per test) and read through ``open_url(url)``
+module (the session emulator, reset once for the module) and read through ``open_url(url)``
 (the real :class:`AisOpener` and ``aistore`` SDK) and ``iter_tar`` with each archive's small
 buffer; stdlib ``tarfile`` is the reference. The two original-failure shards are read by
 ``wds.WebDataset``.
@@ -9,11 +9,8 @@ buffer; stdlib ``tarfile`` is the reference. The two original-failure shards are
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.emulators.ais.fixtures import start_emulator
 from tests.emulators.ais.server import AisEmulator
 from tests.support import targen
 from tests.support.targen import Archive
@@ -26,12 +23,10 @@ SEEDS = range(400_000, 400_200)
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[AisEmulator]:
-    emu = start_emulator()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+def emulator(ais_server: AisEmulator) -> AisEmulator:
+    """The session's emulator, emptied once for this module's shared data."""
+    ais_server.reset()
+    return ais_server
 
 
 @pytest.fixture(scope="module")

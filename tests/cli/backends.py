@@ -65,28 +65,11 @@ def local_backend(tmp_path: Path) -> Backend:
 
 
 def s3_backend(seaweed: Any) -> Backend:
-    import boto3
-    import botocore.config
+    from tests.support.seaweed import ACCESS_KEY, REGION, SECRET_KEY, boto3_client, create_bucket
 
-    from tests.s3.conftest import ACCESS_KEY, REGION, SECRET_KEY
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=seaweed.endpoint_url,
-        region_name=REGION,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-        config=botocore.config.Config(s3={"addressing_style": "path"}),
-    )
+    client = boto3_client(seaweed.endpoint_url)
     bucket = f"cli-{next(_ids):04d}-{int(time.time() * 1000) % 100000}"
-    for attempt in range(100):  # the filer may still be starting
-        try:
-            client.create_bucket(Bucket=bucket)
-            break
-        except Exception:
-            if attempt == 99:
-                raise
-            time.sleep(0.1)
+    create_bucket(client, bucket)
 
     def names() -> list[str]:
         pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)

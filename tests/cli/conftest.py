@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,9 +20,7 @@ from tests.cli.backends import (
     local_backend,
     s3_backend,
 )
-from tests.emulators.ais.fixtures import ais_emulator  # noqa: F401 - fixture re-export
-from tests.gcs.conftest import fake_gcs  # noqa: F401 - session fixture re-export
-from tests.s3.conftest import seaweed  # noqa: F401 - session fixture re-export
+from tests.support import tarbuild
 
 NSHARDS = 2
 PER_SHARD = 6
@@ -37,27 +34,23 @@ def _png(value: int) -> bytes:
     return buf.getvalue()
 
 
-def add(tf: tarfile.TarFile, name: str, data: bytes) -> None:
-    """Add one member."""
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    tf.addfile(info, io.BytesIO(data))
-
-
 @pytest.fixture(scope="session")
 def image_shards(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """``NSHARDS`` shards of ``PER_SHARD`` samples: ``png``, ``cls``, ``json``."""
     root = tmp_path_factory.mktemp("cli-shards")
     paths = []
     for s in range(NSHARDS):
-        path = root / f"img-{s:03d}.tar"
-        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-            for i in range(PER_SHARD):
-                n = s * PER_SHARD + i
-                add(tf, f"s{n:04d}.png", _png(n))
-                add(tf, f"s{n:04d}.cls", str(n % 3).encode())
-                add(tf, f"s{n:04d}.json", b'{"label": "L%d"}' % n)
-        paths.append(path)
+        members = []
+        for i in range(PER_SHARD):
+            n = s * PER_SHARD + i
+            members += [
+                (f"s{n:04d}.png", _png(n)),
+                (f"s{n:04d}.cls", str(n % 3).encode()),
+                (f"s{n:04d}.json", b'{"label": "L%d"}' % n),
+            ]
+        paths.append(
+            Path(tarbuild.write(str(root / f"img-{s:03d}.tar"), tarbuild.tar_bytes(members)))
+        )
     return paths
 
 

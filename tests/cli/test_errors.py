@@ -7,12 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from .conftest import add
+from tests.support import tarbuild
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -54,9 +53,7 @@ def test_demo_into_an_existing_file(tmp_path: Path) -> None:
 
 def test_bench_one_shard_uses_one_worker(tmp_path: Path) -> None:
     path = tmp_path / "one.tar"
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        for i in range(6):
-            add(tf, f"s{i}.txt", b"x" * 10)
+    tarbuild.write(str(path), tarbuild.tar_bytes([(f"s{i}.txt", b"x" * 10) for i in range(6)]))
     out = cli("bench", str(path), "--batch-size", "2", "--window", "1", "--json")
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "using 1 worker(s) instead of 4" in out.stderr
@@ -93,10 +90,16 @@ def test_bad_brace_pattern_has_a_reason(tmp_path: Path) -> None:
 
 def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
     path = tmp_path / "evil\x1b]0;title\x07.tar"
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        add(tf, "clear\x1b[2J\x1b[H.txt", b"1")
-        add(tf, "bidi\u202etxt.exe.cls", b"2")
-        add(tf, "tab\there.json", b"{}")
+    tarbuild.write(
+        str(path),
+        tarbuild.tar_bytes(
+            [
+                ("clear\x1b[2J\x1b[H.txt", b"1"),
+                ("bidi\u202etxt.exe.cls", b"2"),
+                ("tab\there.json", b"{}"),
+            ]
+        ),
+    )
     out = cli("ls", "--samples", str(path))
     assert out.returncode == 0, out.stderr
     for raw in ("\x1b", "\x07", "\u202e", "\t"):
@@ -115,9 +118,9 @@ def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
 
 def test_control_characters_in_error_reports_are_escaped(tmp_path: Path) -> None:
     path = tmp_path / "dup.tar"
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        add(tf, "k\x1b[31m.txt", b"1")
-        add(tf, "k\x1b[31m.txt", b"2")
+    tarbuild.write(
+        str(path), tarbuild.tar_bytes([("k\x1b[31m.txt", b"1"), ("k\x1b[31m.txt", b"2")])
+    )
     out = cli("verify", str(path))
     assert out.returncode == 1 and "CORRUPT" in out.stdout
     assert "\x1b" not in out.stdout and "member=k\\x1b[31m" in out.stdout

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from .conftest import NSHARDS, PER_SHARD, Runner, add
+from tests.support import tarbuild
+
+from .conftest import NSHARDS, PER_SHARD, Runner
 
 
 def test_help_lists_every_subcommand(wds_cli: Runner) -> None:
@@ -124,9 +126,7 @@ def test_verify_finds_the_corrupt_shard_with_offset(
 
 def test_verify_reports_duplicate_extension(wds_cli: Runner, tmp_path: Path) -> None:
     path = tmp_path / "dup.tar"
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        add(tf, "a.txt", b"1")
-        add(tf, "a.txt", b"2")
+    tarbuild.write(str(path), tarbuild.tar_bytes([("a.txt", b"1"), ("a.txt", b"2")]))
     out = wds_cli("verify", str(path), "--json")
     assert out.returncode == 1
     assert json.loads(out.stdout)["reports"][0]["type"] == "SampleError"
@@ -134,9 +134,7 @@ def test_verify_reports_duplicate_extension(wds_cli: Runner, tmp_path: Path) -> 
 
 def test_verify_reports_a_lone_zero_block(wds_cli: Runner, tmp_path: Path) -> None:
     path = tmp_path / "lone.tar"
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        for i in range(3):
-            add(tf, f"{i}.txt", b"x" * 10)
+    tarbuild.write(str(path), tarbuild.tar_bytes([(f"{i}.txt", b"x" * 10) for i in range(3)]))
     raw = path.read_bytes()
     path.write_bytes(raw[:1024] + bytes(512) + raw[1024:])
     report = json.loads(wds_cli("verify", str(path), "--json").stdout)["reports"][0]
@@ -178,8 +176,7 @@ def test_preview_png(wds_cli: Runner, image_shards: list[Path], tmp_path: Path) 
 
 def test_preview_without_images_fails(wds_cli: Runner, tmp_path: Path) -> None:
     path = tmp_path / "text.tar"
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
-        add(tf, "a.txt", b"x")
+    tarbuild.write(str(path), tarbuild.tar_bytes([("a.txt", b"x")]))
     out = wds_cli("preview", str(path), "-o", str(tmp_path / "p.png"))
     assert out.returncode == 1 and b"no image sample" in out.stderr
 

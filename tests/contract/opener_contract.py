@@ -16,6 +16,9 @@ something). The fixture owns any server it starts::
             return OpenerCase(S3Opener(endpoint_url=seaweed.url), "s3://bkt/x.tar",
                               "s3://bkt/missing.tar", data)
 
+Openers must also pickle (for DataLoader workers and spawned processes): a copy, made before
+or after the original was used, reads the same bytes.
+
 Set ``missing_is_lazy = True`` on the subclass when a missing shard is only reported on the
 first read (as for ``pipe:`` commands); the check then reads before expecting the error.
 """
@@ -23,6 +26,7 @@ first read (as for ``pipe:`` commands); the check then reads before expecting th
 from __future__ import annotations
 
 import io
+import pickle
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,3 +123,19 @@ class OpenerContract:
         if self.missing_error is ShardNotFoundError:
             assert isinstance(info.value, FileNotFoundError)
             assert info.value.url == opener_case.missing_url
+
+    def test_pickled_copy_reads_the_same_bytes(self, opener_case: OpenerCase) -> None:
+        fresh = pickle.loads(pickle.dumps(opener_case.opener))
+        stream = opener_case.opener.open(opener_case.url)  # the original holds a client now
+        try:
+            assert stream.read(10) == opener_case.data[:10]
+            used = pickle.loads(pickle.dumps(opener_case.opener))
+        finally:
+            stream.close()
+        for copy in (fresh, used):
+            assert type(copy) is type(opener_case.opener)
+            copied = copy.open(opener_case.url)
+            try:
+                assert copied.read() == opener_case.data
+            finally:
+                copied.close()

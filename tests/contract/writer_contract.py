@@ -4,6 +4,9 @@ Only ``close()`` (or a ``with`` block that exits normally) commits. ``abort()``,
 leaving the ``with`` block, and garbage collection of a writer that was neither closed nor
 aborted discard: nothing under the final name and nothing left behind (temp files, incomplete
 multipart uploads); garbage collection also emits a :class:`ResourceWarning` naming the URL.
+A process killed (SIGKILL) mid-write leaves nothing under the final name either (what it
+leaves behind, a temp file or an incomplete upload, is for cleanup tools); the writer's opener
+is pickled into that process, so this also checks that openers pickle.
 The same holds one level up, for :class:`TarWriter` and :class:`ShardWriter` writing to the
 backend's URLs.
 
@@ -21,6 +24,11 @@ from __future__ import annotations
 
 import gc
 import io
+import os
+import pickle
+import signal
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -91,8 +99,28 @@ def _samples(count: int, size: int) -> list[dict[str, Any]]:
     return [{"__key__": f"k{i:04d}", "bin": bytes([i % 256]) * size} for i in range(count)]
 
 
+_KILLED_WRITER = """
+import os, pickle, signal, sys
+opener, url, data = pickle.load(sys.stdin.buffer)
+writer = opener.create(url)
+step = 1_000_003
+for pos in range(0, len(data), step):
+    writer.write(data[pos : pos + step])
+print("written", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 class WriterContract:
-    """Contract tests; subclasses provide the ``writer_case`` fixture."""
+    """Contract tests; subclasses provide the ``writer_case`` fixture.
+
+    Set ``kill_commits_nothing = False`` (with the reason) for a backend that cannot tell a
+    killed writer from a finished one.
+    """
+
+    kill_commits_nothing = True
 
     @pytest.fixture
     def writer_case(self) -> WriterCase:  # pragma: no cover - overridden
@@ -188,3 +216,20 @@ class WriterContract:
         assert isinstance(info.value, WdsCloudError)
         assert repr(redact_url(url)) in str(info.value)
         assert writer_case.leftovers() == []
+
+    def test_killed_process_commits_nothing(self, writer_case: WriterCase) -> None:
+        if not self.kill_commits_nothing:
+            pytest.skip("this backend cannot tell a killed writer from a finished one")
+        url = writer_case.url("killed.tar")
+        opener = writer_case.registry.for_url(url)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([_ROOT, *sys.path]))
+        child = subprocess.run(
+            [sys.executable, "-c", _KILLED_WRITER],
+            input=pickle.dumps((opener, url, writer_case.data)),
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
+        assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+        assert child.stdout == b"written\n"
+        assert not writer_case.exists(url), "a killed writer must never commit"

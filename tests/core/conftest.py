@@ -1,14 +1,16 @@
-"""Fixtures for the pipeline tests: small WebDataset shards written with stdlib tarfile."""
+"""Fixtures for the pipeline tests: small WebDataset shards written with
+:mod:`tests.support.tarbuild` (stdlib tarfile)."""
 
 from __future__ import annotations
 
 import io
 import json
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support import tarbuild
 
 
 @dataclass
@@ -32,13 +34,6 @@ class Shards:
         return [f"s{s:03d}_{i:04d}" for s in range(self.nshards) for i in range(self.per_shard)]
 
 
-def _add(tf: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mtime = 1_700_000_000
-    tf.addfile(info, io.BytesIO(data))
-
-
 def _png(value: int) -> bytes:
     from PIL import Image
 
@@ -51,15 +46,18 @@ def write_shards(root: Path, nshards: int, per_shard: int, *, images: bool = Fal
     """Write ``nshards`` tars; sample ``s{shard}_{i}`` has ``txt``, ``cls``, ``json`` (+ ``png``)."""
     root.mkdir(parents=True, exist_ok=True)
     for s in range(nshards):
-        with tarfile.open(root / f"shard-{s:03d}.tar", "w", format=tarfile.USTAR_FORMAT) as tf:
-            for i in range(per_shard):
-                key = f"s{s:03d}_{i:04d}"
-                n = s * per_shard + i
-                _add(tf, f"{key}.txt", f"text {key}".encode())
-                _add(tf, f"{key}.cls", str(n).encode())
-                _add(tf, f"{key}.json", json.dumps({"n": n, "key": key}).encode())
-                if images:
-                    _add(tf, f"{key}.png", _png(n))
+        members = []
+        for i in range(per_shard):
+            key = f"s{s:03d}_{i:04d}"
+            n = s * per_shard + i
+            members += [
+                (f"{key}.txt", f"text {key}".encode()),
+                (f"{key}.cls", str(n).encode()),
+                (f"{key}.json", json.dumps({"n": n, "key": key}).encode()),
+            ]
+            if images:
+                members.append((f"{key}.png", _png(n)))
+        tarbuild.write(str(root / f"shard-{s:03d}.tar"), tarbuild.tar_bytes(members))
     return Shards(root, nshards, per_shard)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pickle
@@ -17,6 +16,7 @@ import pytest
 import webdataset
 
 import wds_cloud as wds
+from tests.support import tarbuild
 from wds_cloud.core import utils
 from wds_cloud.core.datasets import MockDataset, with_epoch, with_length
 from wds_cloud.errors import ConfigError, SampleError, SampleKeyError
@@ -25,15 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shard(path: Path, samples: list[dict[str, bytes]]) -> str:
-    with tarfile.open(path, "w") as tf:
-        for sample in samples:
-            for ext, data in sample.items():
-                if ext == "__key__":
-                    continue
-                info = tarfile.TarInfo(f"{sample['__key__']}.{ext}")
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
-    return str(path)
+    members = [
+        (f"{sample['__key__']}.{ext}", data)
+        for sample in samples
+        for ext, data in sample.items()
+        if ext != "__key__"
+    ]
+    return tarbuild.write(str(path), tarbuild.tar_bytes(members, fmt=tarfile.PAX_FORMAT))
 
 
 def test_helpers_match_webdataset() -> None:

@@ -6,7 +6,6 @@ import io
 import tarfile
 from dataclasses import dataclass
 
-from tests.emulators.ais.fixtures import ais_client, ais_emulator  # noqa: F401
 from tests.emulators.ais.store import AisStore
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.emulators.ais.fixtures import ais_client, ais_emulator  # noqa: F401
 from tests.emulators.ais.server import AisEmulator
 from wds_cloud.openers.ais import AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
@@ -68,7 +67,7 @@ pets_etl_url = pytest.fixture(scope="session")(_etl_fixture("etl.pets.server"))
 
 
 @pytest.fixture
-def registry(ais_emulator: AisEmulator) -> OpenerRegistry:  # noqa: F811
+def registry(ais_emulator: AisEmulator) -> OpenerRegistry:
     """A registry whose ``ais://`` opener talks to the emulator (no retries)."""
     reg = OpenerRegistry()
     reg.register(

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulators.ais.fixtures import ais_emulator  # noqa: F401
 from tests.emulators.ais.server import AisEmulator
 from tests.etl.conftest import ROOT, start_etl, stop_etl
 
@@ -18,7 +17,7 @@ pytestmark = [pytest.mark.ais, pytest.mark.slow]
 
 
 @pytest.fixture
-def pets_etl(ais_emulator: AisEmulator) -> Iterator[str]:  # noqa: F811
+def pets_etl(ais_emulator: AisEmulator) -> Iterator[str]:
     proc, url = start_etl("etl.pets.server")
     try:
         ais_emulator.register_etl("pets-etl", url)
@@ -29,7 +28,7 @@ def pets_etl(ais_emulator: AisEmulator) -> Iterator[str]:  # noqa: F811
 
 @pytest.mark.parametrize("workers", [4])
 def test_seed_workflow_end_to_end(
-    ais_emulator: AisEmulator,  # noqa: F811
+    ais_emulator: AisEmulator,
     pets_etl: str,
     tmp_path: Path,
     workers: int,

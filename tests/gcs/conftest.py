@@ -1,10 +1,10 @@
-"""Fixtures for the GCS backend tests: one fake-gcs-server per session, a fresh bucket per test."""
+"""Fixtures for the GCS backend tests: a fresh bucket per test on the session's fake-gcs-server
+(``fake_gcs`` in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,17 +14,6 @@ from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-e
 from wds_cloud.openers.gcs import GcsOpener
 
 _bucket_ids = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcsServer]:
-    """A fake-gcs-server on 127.0.0.1 for the whole session (fails loudly if missing)."""
-    log = tmp_path_factory.mktemp("fake-gcs") / "server.log"
-    server = FakeGcsServer(Path(log)).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

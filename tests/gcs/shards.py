@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
 from typing import Any
+
+from tests.support import tarbuild
 
 
 def make_shard(shard: int, samples: int, payload: int = 1000) -> tuple[bytes, list[dict[str, Any]]]:
     """A tar shard of ``samples`` samples (``.bin`` random bytes + ``.cls``) and its samples."""
-    buf = io.BytesIO()
-    expected = []
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for i in range(samples):
-            key = f"s{shard:03d}_{i:05d}"
-            fields = {"bin": os.urandom(payload), "cls": str(i % 7).encode()}
-            for ext, data in fields.items():
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
-            expected.append({"__key__": key, **fields})
-    return buf.getvalue(), expected
+    members, expected = [], []
+    for i in range(samples):
+        key = f"s{shard:03d}_{i:05d}"
+        fields = {"bin": os.urandom(payload), "cls": str(i % 7).encode()}
+        members += [(f"{key}.{ext}", data) for ext, data in fields.items()]
+        expected.append({"__key__": key, **fields})
+    return tarbuild.tar_bytes(members, mtime=0), expected
 
 
 def upload_shards(bucket: Any, count: int, samples: int, payload: int = 1000) -> dict[str, list]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.index.conftest import sequential, write
-from tests.support import samplegen, targen
+from tests.support import samplegen, tarbuild, targen
 from wds_cloud.errors import SampleError, ShardReadError
 from wds_cloud.index.build import build_index, scan_shard
 from wds_cloud.index.indexed import IndexedWebDataset
@@ -105,16 +105,8 @@ def test_whitespace_names_are_refused_with_the_count_kept(tmp_path: Path) -> Non
 
 
 def test_duplicate_extension_raises_like_the_reader(tmp_path: Path) -> None:
-    import io
-    import tarfile
-
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for name in ("a.txt", "a.TXT", "b.txt"):
-            info = tarfile.TarInfo(name)
-            info.size = 1
-            tf.addfile(info, io.BytesIO(b"x"))
-    path = write(tmp_path, "dup.tar", out.getvalue())
+    data = tarbuild.tar_bytes((name, b"x") for name in ("a.txt", "a.TXT", "b.txt"))
+    path = write(tmp_path, "dup.tar", data)
     assert isinstance(sequential(path), SampleError)
     build_index([path], json=False)
     ds = IndexedWebDataset([path])

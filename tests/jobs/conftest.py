@@ -1,5 +1,5 @@
 """Fixtures for the job tests: one local Ray (2 CPUs, 127.0.0.1, no dashboard) per session,
-and the SeaweedFS S3 server of ``tests/s3``."""
+and the S3 fixtures of ``tests/s3`` (on the session SeaweedFS of ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.s3.conftest import bucket, raw_client, s3_config, s3_endpoint, seaweed
+from tests.s3.conftest import bucket, raw_client, s3_config, s3_endpoint
 
-__all__ = ["bucket", "raw_client", "s3_config", "s3_endpoint", "seaweed"]
+__all__ = ["bucket", "raw_client", "s3_config", "s3_endpoint"]
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-from tests.emulators.ais.fixtures import ais_emulator
-from tests.gcs.conftest import fake_gcs
 from tests.jobs import helpers
 from tests.jobs.helpers import multiset, read_samples, write_inputs
 from tests.s3.conftest import make_config
@@ -19,8 +17,6 @@ from wds_cloud.openers.ais import AisOpener
 from wds_cloud.openers.gcs import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Opener
-
-__all__ = ["ais_emulator", "fake_gcs"]
 
 pytestmark = pytest.mark.slow
 

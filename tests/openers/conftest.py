@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
-import io
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import tarbuild
 from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
 from tests.support.http_server import HttpFileServer
 
 
 def make_shard(path: Path, index: int, samples: int = 20, size: int = 3000) -> list[str]:
     """Write a tar shard of ``samples`` samples (.txt + .bin) and return their keys."""
-    keys = []
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for i in range(samples):
-            key = f"s{index:03d}_{i:04d}"
-            keys.append(key)
-            for ext, payload in (
-                ("txt", key.encode()),
-                ("bin", bytes([(index + i) % 256]) * (size + i)),
-            ):
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(payload)
-                tar.addfile(info, io.BytesIO(payload))
+    keys = [f"s{index:03d}_{i:04d}" for i in range(samples)]
+    members = [
+        (f"{key}.{ext}", payload)
+        for i, key in enumerate(keys)
+        for ext, payload in (
+            ("txt", key.encode()),
+            ("bin", bytes([(index + i) % 256]) * (size + i)),
+        )
+    ]
+    tarbuild.write(str(path), tarbuild.tar_bytes(members, mtime=0))
     return keys
 
 

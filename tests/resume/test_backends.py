@@ -21,8 +21,6 @@ from typing import Any
 import pytest
 
 from tests.ais.conftest import etl_url, upper_etl  # noqa: F401 - fixtures
-from tests.emulators.ais.fixtures import ais_emulator  # noqa: F401 - fixture
-from tests.gcs.conftest import fake_gcs  # noqa: F401 - fixture
 from tests.resume.helpers import assert_exactly_once, key_of, run_interrupted, shard_bytes
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.http_server import HttpFileServer

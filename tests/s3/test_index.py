@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +10,7 @@ import pytest
 import wds_cloud as wds
 from tests.s3.conftest import make_config
 from tests.support import indexcheck
+from tests.support.seaweed import create_bucket
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Config, S3Opener
 
@@ -29,14 +28,7 @@ def _registry(config: S3Config) -> OpenerRegistry:
 @pytest.fixture(scope="module")
 def uploaded(raw_client: Any, s3_config: S3Config) -> tuple[list[str], str]:
     """The shared archives in a bucket of their own, indexed through the S3 opener."""
-    for attempt in itertools.count():  # the filer may still be starting (as in conftest)
-        try:
-            raw_client.create_bucket(Bucket=BUCKET)
-            break
-        except Exception:
-            if attempt == 99:
-                raise
-            time.sleep(0.1)
+    create_bucket(raw_client, BUCKET)
     urls = []
     for name, blob in indexcheck.indexable_archives(40):
         raw_client.put_object(Bucket=BUCKET, Key=f"train/{name}", Body=blob)

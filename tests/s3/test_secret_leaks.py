@@ -13,13 +13,11 @@ SeaweedFS; it covers all backends.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
 import subprocess
 import sys
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +26,8 @@ from typing import Any
 import pytest
 
 import wds_cloud
-from tests.emulators.ais.fixtures import ais_emulator  # noqa: F401 - fixture
-from tests.gcs.conftest import fake_gcs  # noqa: F401 - fixture
 from tests.s3.conftest import ACCESS_KEY, REGION, SECRET_KEY, make_config
+from tests.support import tarbuild
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import (
     ConfigError,
@@ -46,14 +43,7 @@ CORRUPT = b"this is not a tar archive\n" * 100
 
 
 def good_shard() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for i in range(40):
-            data = bytes([i]) * 2000
-            info = tarfile.TarInfo(f"s{i:03d}.bin")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    return tarbuild.tar_bytes((f"s{i:03d}.bin", bytes([i]) * 2000) for i in range(40))
 
 
 @dataclass

@@ -8,13 +8,12 @@ shards (a member over 4 MiB, then 4 MiB of small members) are read by ``wds.WebD
 
 from __future__ import annotations
 
-import itertools
-import time
 from typing import Any
 
 import pytest
 
 from tests.support import targen
+from tests.support.seaweed import create_bucket
 from tests.support.targen import Archive
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Config, S3Opener
@@ -35,14 +34,7 @@ def registry(s3_config: S3Config) -> OpenerRegistry:
 def uploaded(raw_client: Any) -> tuple[list[tuple[Archive, str]], list[str]]:
     """(archive, URL) pairs and the original-failure shard URLs, in a bucket of their own."""
     bucket = "differential"
-    for attempt in itertools.count():  # the filer may still be starting (as in conftest)
-        try:
-            raw_client.create_bucket(Bucket=bucket)
-            break
-        except Exception:
-            if attempt == 99:
-                raise
-            time.sleep(0.1)
+    create_bucket(raw_client, bucket)
     return targen.upload_all(
         SEEDS,
         lambda key, data: raw_client.put_object(Bucket=bucket, Key=key, Body=data),

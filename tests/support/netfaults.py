@@ -14,10 +14,8 @@
 
 from __future__ import annotations
 
-import io
 import os
 import random
-import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from typing import IO, Any
 
 import pytest
 
+from tests.support import tarbuild
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import ShardOpenError, ShardReadError
 
@@ -41,19 +40,15 @@ Samples = list[dict[str, Any]]
 def mixed_shard(index: int = 0) -> tuple[bytes, Samples]:
     """A WebDataset tar of 30 samples: 28 small (``.txt`` + 16-40 KB ``.bin``), 2 of 1.5 MiB."""
     rng = random.Random(index)
-    buf = io.BytesIO()
+    members: list[tuple[str, bytes]] = []
     expected: Samples = []
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for i in range(30):
-            key = f"m{index:02d}/s{i:04d}"
-            size = (3 << 19) if i in (7, 21) else rng.randrange(16_000, 40_000)
-            sample = {"txt": f"{index}:{i}".encode(), "bin": rng.randbytes(size)}
-            for ext, data in sample.items():
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            expected.append({"__key__": key, **sample})
-    return buf.getvalue(), expected
+    for i in range(30):
+        key = f"m{index:02d}/s{i:04d}"
+        size = (3 << 19) if i in (7, 21) else rng.randrange(16_000, 40_000)
+        sample = {"txt": f"{index}:{i}".encode(), "bin": rng.randbytes(size)}
+        members += [(f"{key}.{ext}", data) for ext, data in sample.items()]
+        expected.append({"__key__": key, **sample})
+    return tarbuild.tar_bytes(members, mtime=0), expected
 
 
 def read_exact(stream: IO[bytes], url: str, expected: Samples) -> None:

@@ -140,6 +140,10 @@ class SeaweedServer:
             "-s3.port.lance=0",
             f"-s3.localSocket={self.data_dir}/s3.sock",
             f"-filer.localSocket={self.data_dir}/filer.sock",
+            # each bucket takes a volume of its own, and the limit derived from free disk space
+            # can be as low as ~55: a session's tests create more buckets than that. Volumes
+            # are not preallocated, so a high count costs nothing until used.
+            "-volume.max=1000",
             *(f"-{name}={port}" for name, port in self.ports.items()),
             *self.extra_args,
         ]
@@ -224,3 +228,41 @@ class SeaweedServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+#: the one identity of the session's SeaweedFS server (``tests/conftest.py``)
+ACCESS_KEY = "wdscloudtest"
+SECRET_KEY = "wdscloudtestsecret"
+REGION = "us-east-1"
+
+
+def create_bucket(client: Any, name: str, attempts: int = 100) -> str:
+    """Create bucket ``name`` with a boto3 ``client``, retrying while the filer finishes starting.
+
+    SeaweedFS answers S3 requests a little before its filer can create buckets; the last error
+    is raised when ``attempts`` tries (0.1 s apart) all fail. Returns ``name``.
+    """
+    for attempt in range(attempts):
+        try:
+            client.create_bucket(Bucket=name)
+            return name
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+def boto3_client(endpoint_url: str) -> Any:
+    """A plain boto3 S3 client with the session identity, for arranging and checking data."""
+    import boto3
+    import botocore.config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        config=botocore.config.Config(s3={"addressing_style": "path"}),
+    )

@@ -4,8 +4,6 @@ the backends' own create() writers."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,16 +37,13 @@ def read_keys(registry: OpenerRegistry, urls: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OpenerRegistry, Any]]:
-    server = FakeGcsServer(Path(tmp_path_factory.mktemp("gcs-w")) / "server.log").start()
-    try:
-        client = server.client()
-        client.create_bucket("wbucket")
-        registry = OpenerRegistry(builtins=False)
-        registry.register("gs", GcsOpener(endpoint=server.endpoint, backoff=0.01))
-        yield registry, client
-    finally:
-        server.stop()
+def gcs(fake_gcs: FakeGcsServer) -> tuple[OpenerRegistry, Any]:
+    """(registry with a gs:// opener, client) on the session's fake-gcs-server."""
+    client = fake_gcs.client()
+    client.create_bucket("wbucket")
+    registry = OpenerRegistry(builtins=False)
+    registry.register("gs", GcsOpener(endpoint=fake_gcs.endpoint, backoff=0.01))
+    return registry, client
 
 
 @pytest.mark.gcs
@@ -69,17 +64,13 @@ def test_shards_to_gcs(gcs: tuple[OpenerRegistry, Any]) -> None:
 
 
 @pytest.fixture
-def ais() -> Iterator[tuple[OpenerRegistry, AisEmulator]]:
-    emu = AisEmulator().start()
-    try:
-        emu.store.create_bucket("wbucket")
-        registry = OpenerRegistry(builtins=False)
-        registry.register(
-            "ais", AisOpener(endpoint=emu.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
-        )
-        yield registry, emu
-    finally:
-        emu.stop()
+def ais(ais_emulator: AisEmulator) -> tuple[OpenerRegistry, AisEmulator]:
+    ais_emulator.store.create_bucket("wbucket")
+    registry = OpenerRegistry(builtins=False)
+    registry.register(
+        "ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
+    )
+    return registry, ais_emulator
 
 
 @pytest.mark.ais

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
-import botocore.config
 import pytest
 
-from tests.support.seaweed import SeaweedServer
+from tests.support.seaweed import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    SeaweedServer,
+    boto3_client,
+    create_bucket,
+)
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Config, S3Opener
@@ -20,44 +23,23 @@ from wds_cloud.writing.upload import upload_shards
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
-KEY, SECRET, REGION = "writingtest", "writingtestsecret", "us-east-1"
-
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OpenerRegistry, Any]]:
-    """(registry with a real s3:// opener, boto3 client) for one SeaweedFS server."""
-    server = SeaweedServer(tmp_path_factory.mktemp("seaweed-w"), access_key=KEY, secret_key=SECRET)
-    server.start()
-    try:
-        config = S3Config(
-            endpoint_url=server.endpoint_url,
-            region=REGION,
-            access_key_id=KEY,
-            secret_access_key=SECRET,
-            addressing_style="path",
-            backoff=0.01,
-        )
-        registry = OpenerRegistry(builtins=False)
-        registry.register("s3", S3Opener(config))
-        client = boto3.client(
-            "s3",
-            endpoint_url=server.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id=KEY,
-            aws_secret_access_key=SECRET,
-            config=botocore.config.Config(s3={"addressing_style": "path"}),
-        )
-        for attempt in range(100):
-            try:
-                client.create_bucket(Bucket="wbucket")
-                break
-            except Exception:
-                if attempt == 99:
-                    raise
-                time.sleep(0.1)
-        yield registry, client
-    finally:
-        server.stop()
+def s3(seaweed: SeaweedServer) -> tuple[OpenerRegistry, Any]:
+    """(registry with a real s3:// opener, boto3 client) on the session's SeaweedFS server."""
+    config = S3Config(
+        endpoint_url=seaweed.endpoint_url,
+        region=REGION,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        addressing_style="path",
+        backoff=0.01,
+    )
+    registry = OpenerRegistry(builtins=False)
+    registry.register("s3", S3Opener(config))
+    client = boto3_client(seaweed.endpoint_url)
+    create_bucket(client, "wbucket")
+    return registry, client
 
 
 def object_keys(client: Any, prefix: str) -> list[str]:

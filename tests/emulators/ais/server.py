@@ -90,6 +90,20 @@ class AisEmulator:
         self._server.server_close()
         self.etls.close()
 
+    def reset(self) -> None:
+        """Forget what earlier tests arranged: a fresh store (and so no dSort jobs), no ETLs,
+        offline ETL jobs (held ones are released), pending faults, request log or token."""
+        self.etls.close()
+        self.xactions.release()
+        with self._lock:
+            self.store = AisStore()
+            self.etls = EtlRegistry(self.url + "/v1/objects")
+            self.xactions = Xactions()
+            self._cuts.clear()
+            self.requests = []
+            self.authorizations = []
+            self.required_token = None
+
     def __enter__(self) -> AisEmulator:
         return self.start()
 

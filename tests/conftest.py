@@ -1,0 +1,78 @@
+"""Session fixtures for the local servers every test package shares.
+
+Each server starts at most once per test session, and only when a test asks for it:
+``seaweed`` (SeaweedFS S3, auth on with the identity in :mod:`tests.support.seaweed`),
+``fake_gcs`` (fake-gcs-server) and ``ais_server`` (the AIStore emulator). ``ais_emulator`` is
+the emulator reset for each test (empty store, no ETLs, jobs, faults, token or request log).
+Packages use these fixtures as they are; redefining or re-importing one in a package conftest
+would start a second server. The server modules are imported inside the fixtures, so this file
+imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.emulators.ais.server import AisEmulator
+    from tests.support.fake_gcs import FakeGcsServer
+    from tests.support.seaweed import SeaweedServer
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """The session's SeaweedFS S3 server (auth on). Fails loudly if ``weed`` is missing."""
+    from tests.support.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedServer
+
+    server = SeaweedServer(
+        tmp_path_factory.mktemp("seaweed"), access_key=ACCESS_KEY, secret_key=SECRET_KEY
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcsServer]:
+    """The session's fake-gcs-server on 127.0.0.1 (fails loudly if missing)."""
+    from tests.support.fake_gcs import FakeGcsServer
+
+    server = FakeGcsServer(tmp_path_factory.mktemp("fake-gcs") / "server.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def ais_server() -> Iterator[AisEmulator]:
+    """The session's AIStore emulator; tests use :func:`ais_emulator`, which resets it."""
+    from tests.emulators.ais.server import AisEmulator
+
+    emu = AisEmulator().start()
+    try:
+        yield emu
+    finally:
+        emu.stop()
+
+
+@pytest.fixture
+def ais_emulator(ais_server: AisEmulator) -> AisEmulator:
+    """The session's AIStore emulator, emptied for this test (see ``AisEmulator.reset``)."""
+    ais_server.reset()
+    return ais_server
+
+
+@pytest.fixture
+def ais_client(ais_emulator: AisEmulator) -> Any:
+    """A real ``aistore.sdk.Client`` for the emulator, retries off."""
+    from aistore.sdk import Client
+
+    from tests.emulators.ais.fixtures import no_retry_config
+
+    return Client(ais_emulator.url, retry_config=no_retry_config(), timeout=(2, 20))
