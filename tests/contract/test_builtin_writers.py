@@ -83,13 +83,6 @@ class TestPipeWriters(WriterContract):
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PipeWriter._discard closes the command's stdin before killing its process group: "
-    "the command sees the same clean end of input as after close() and may publish before the "
-    "signal lands (TestPipeWriters' abort test fails that way under load; here the command "
-    "ignores SIGTERM, so the grace period makes it certain)",
-)
 def test_pipe_abort_gives_the_command_no_clean_end_of_input(tmp_path: Path) -> None:
     out = tmp_path / "out.tar"
     opener = PipeOpener(allow=True, grace=2.0)
