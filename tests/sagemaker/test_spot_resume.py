@@ -65,8 +65,13 @@ def _kill_when(proc: subprocess.Popen[str], log: Path, epoch: int, step: int) ->
     deadline = time.monotonic() + 120
     while not any((e, s) >= (epoch, step) for e, s, _ in _lines(log, proc.pid)):
         if proc.poll() is not None:
-            err = proc.stderr.read() if proc.stderr else ""
-            raise AssertionError(f"the run ended before the kill: {err[-2000:]}")
+            out, err = proc.communicate()
+            logged = _lines(log, proc.pid)
+            raise AssertionError(
+                f"the run (exit {proc.returncode}) ended before the kill at {(epoch, step)}; it "
+                f"logged {len(logged)} samples, last {logged[-1:]}; stdout {out[-1000:]!r}; "
+                f"stderr {err[-2000:]!r}"
+            )
         assert time.monotonic() < deadline, "the run did not get there in time"
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
