@@ -282,9 +282,9 @@ class FaultyProxy:
                     cut = max(0, limit - conn.sent)
                     part, data = data[:cut], data[cut:]
                     if part:
+                        self._count(len(part))  # before sending: the reader may finish first
                         conn.client.sendall(part)
                         conn.sent += len(part)
-                        self._count(len(part))
                     if not conn.stall:
                         with self._lock:
                             self.cuts += 1
@@ -296,9 +296,9 @@ class FaultyProxy:
                     conn.limit = None
                     if conn.gone.wait(stall_for) or self._stopping.is_set():
                         break
+                self._count(len(data))  # before sending: the reader may finish first
                 conn.client.sendall(data)
                 conn.sent += len(data)
-                self._count(len(data))
         except OSError:
             pass
         self._close(conn, reset=False)
