@@ -10,9 +10,9 @@ URLs::
 The object name is the URL path, percent-decoded (``%20`` is a space, ``%3F`` a ``?``); names
 returned by :meth:`AisOpener.list` are encoded the same way, so they round-trip.
 
-Environment (read when :meth:`AisConfig.resolve` runs, at opener construction, never at import): ``AIS_ENDPOINT``
-(the SDK itself does not read it; default ``http://localhost:8080``), ``AIS_AUTHN_TOKEN`` and
-``WDS_CLOUD_AIS_STALL_TIMEOUT``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
+Environment (read by :meth:`AisConfig.resolve` when an :class:`AisOpener` is created, never at
+import): ``AIS_ENDPOINT`` (the SDK itself does not read it; default ``http://localhost:8080``),
+``AIS_AUTHN_TOKEN`` and ``WDS_CLOUD_AIS_STALL_TIMEOUT``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
 ``AIS_READ_TIMEOUT``, ``AIS_SKIP_VERIFY_CRT``, ``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``,
 ``AIS_MAX_CONN_POOL``) apply as usual.
 
