@@ -14,13 +14,13 @@ environment variable ``WDS_CLOUD_MAX_URLS``, else the default, when :func:`max_u
 
 from __future__ import annotations
 
-import os
 import re
 import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.settings import env_int
 
 __all__ = ["DEFAULT_MAX_URLS", "ENV_MAX_URLS", "BracePattern", "max_urls", "parse_braces"]
 
@@ -43,14 +43,10 @@ def max_urls(value: int | None = None) -> int:
     """
     source = "max_urls"
     if value is None:
-        raw = os.environ.get(ENV_MAX_URLS, "").strip()
-        if not raw:
+        value = env_int(ENV_MAX_URLS, None)
+        if value is None:
             return DEFAULT_MAX_URLS
         source = ENV_MAX_URLS
-        try:
-            value = int(raw.replace("_", ""))
-        except ValueError:
-            raise ConfigError(f"{ENV_MAX_URLS}={raw!r} is not an integer") from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{source} must be a positive integer, got {value!r}")
     return value

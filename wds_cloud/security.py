@@ -19,13 +19,17 @@ the thing refused (:func:`refusal`).
 
 It is on when the program sets ``security.enforce_security = True`` (webdataset code sets
 ``wds.utils.enforce_security``, which is the same switch), or, while that is left at ``None``,
-when ``WDS_SECURE`` or ``WDS_CLOUD_SECURE`` is set to anything but ``""``/``"0"`` in the
-environment (read each time, so it can be set after import).
+when ``WDS_SECURE`` or ``WDS_CLOUD_SECURE`` is set to a true boolean in the environment
+(:func:`wds_cloud.settings.env_bool`: ``1``/``true``/``yes``/``on`` or any non-zero integer;
+another word is a :class:`~wds_cloud.errors.ConfigError`), read each time, so it can be set
+after import.
 """
 
 from __future__ import annotations
 
 import os
+
+from wds_cloud.settings import env_bool
 
 __all__ = ["enforce_security", "refusal", "secure_mode"]
 
@@ -38,7 +42,7 @@ enforce_security: bool | None = None
 def _env_switch() -> str | None:
     """The first secure-mode variable set in the environment, or None."""
     for name in _ENV:
-        if os.environ.get(name, "0").strip() not in ("", "0"):
+        if env_bool(name, False):
             return name
     return None
 

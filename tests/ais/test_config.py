@@ -19,19 +19,19 @@ pytestmark = pytest.mark.ais
 def test_endpoint_and_token_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AIS_ENDPOINT", raising=False)
     monkeypatch.delenv("AIS_AUTHN_TOKEN", raising=False)
-    assert AisConfig().endpoint == "http://localhost:8080"
-    assert AisConfig().token is None
+    assert AisConfig().resolve().endpoint == "http://localhost:8080"
+    assert AisConfig().resolve().token is None
     monkeypatch.setenv("AIS_ENDPOINT", "http://ais.example:51080/")
     monkeypatch.setenv("AIS_AUTHN_TOKEN", "tok-env")
-    cfg = AisConfig()
+    cfg = AisConfig().resolve()
     assert (cfg.endpoint, cfg.token) == ("http://ais.example:51080", "tok-env")
-    cfg = AisConfig(endpoint="http://explicit:1", token="tok-arg")
+    cfg = AisConfig(endpoint="http://explicit:1", token="tok-arg").resolve()
     assert (cfg.endpoint, cfg.token) == ("http://explicit:1", "tok-arg")
 
 
 def test_defaults_and_normalisation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AIS_ENDPOINT", raising=False)
-    cfg = AisConfig(provider="s3", etl_args={"a": 1, "b": [1, 2]})
+    cfg = AisConfig(provider="s3", etl_args={"a": 1, "b": [1, 2]}).resolve()
     assert cfg.provider == "aws"
     assert cfg.etl_args == '{"a":1,"b":[1,2]}'
     assert (cfg.retries, cfg.backoff, cfg.page_size, cfg.part_size) == (3, 0.5, 0, 16 << 20)
@@ -39,22 +39,22 @@ def test_defaults_and_normalisation(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_stall_timeout_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WDS_CLOUD_AIS_STALL_TIMEOUT", raising=False)
-    assert AisConfig(endpoint="http://x").stall_timeout == 60
+    assert AisConfig(endpoint="http://x").resolve().stall_timeout == 60
     monkeypatch.setenv("WDS_CLOUD_AIS_STALL_TIMEOUT", "30")
-    assert AisConfig(endpoint="http://x").stall_timeout == 30
-    assert AisConfig(endpoint="http://x", stall_timeout=5).stall_timeout == 5
+    assert AisConfig(endpoint="http://x").resolve().stall_timeout == 30
+    assert AisConfig(endpoint="http://x", stall_timeout=5).resolve().stall_timeout == 5
     monkeypatch.setenv("WDS_CLOUD_AIS_STALL_TIMEOUT", "0")
     with pytest.raises(ConfigError, match="WDS_CLOUD_AIS_STALL_TIMEOUT"):
-        AisConfig(endpoint="http://x")
+        AisConfig(endpoint="http://x").resolve()
 
 
 def test_bad_config() -> None:
     with pytest.raises(ConfigError, match="http"):
-        AisConfig(endpoint="ais.example:8080")
+        AisConfig(endpoint="ais.example:8080").resolve()
     with pytest.raises(ConfigError, match="provider"):
-        AisConfig(provider="ftp")
+        AisConfig(provider="ftp").resolve()
     with pytest.raises(ConfigError):
-        AisConfig(endpoint="http://x", part_size=0)
+        AisConfig(endpoint="http://x", part_size=0).resolve()
 
 
 def test_overrides_replace_config_fields() -> None:

@@ -93,7 +93,9 @@ def test_bad_env_values_name_the_variable(
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(ConfigError, match="unknown GcsConfig option"):
+    with pytest.raises(
+        ConfigError, match=r"unknown GCS settings \['endpiont'\]; known: \[.*'endpoint'"
+    ):
         GcsOpener(endpiont="http://typo")
     with pytest.raises(ConfigError, match=r"GcsConfig.retries must be a non-negative"):
         GcsOpener(retries=-1)

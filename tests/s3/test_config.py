@@ -11,7 +11,7 @@ from wds_cloud.openers.s3 import S3Config, S3Opener, split_s3_url
 
 
 def test_defaults() -> None:
-    cfg = S3Config().resolve({})
+    cfg = S3Config().resolve(environ={})
     assert cfg.endpoint_url is None
     assert cfg.addressing_style == "auto"
     assert cfg.prefetch == 0
@@ -31,7 +31,7 @@ def test_precedence() -> None:
         "WDS_CLOUD_S3_READ_TIMEOUT": "2.5",
         "WDS_CLOUD_S3_STALL_TIMEOUT": "30",
     }
-    cfg = S3Config().resolve(env)
+    cfg = S3Config().resolve(environ=env)
     assert cfg.endpoint_url == "http://s3specific:2"
     assert cfg.region == "eu-central-1"
     assert cfg.profile == "p"
@@ -41,12 +41,13 @@ def test_precedence() -> None:
     assert cfg.stall_timeout == 30
     assert cfg.addressing_style == "path"  # custom endpoint
     env["WDS_CLOUD_S3_ENDPOINT_URL"] = "http://wds:3"
-    assert S3Config().resolve(env).endpoint_url == "http://wds:3"
+    assert S3Config().resolve(environ=env).endpoint_url == "http://wds:3"
     assert (
-        S3Config(endpoint_url="http://explicit:4").resolve(env).endpoint_url == "http://explicit:4"
+        S3Config(endpoint_url="http://explicit:4").resolve(environ=env).endpoint_url
+        == "http://explicit:4"
     )
     del env["AWS_REGION"]
-    assert S3Config().resolve(env).region == "eu-west-1"
+    assert S3Config().resolve(environ=env).region == "eu-west-1"
 
 
 def test_opener_reads_environment_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,7 +72,7 @@ def test_opener_reads_environment_at_construction(monkeypatch: pytest.MonkeyPatc
 )
 def test_bad_values(env: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        S3Config().resolve(env)
+        S3Config().resolve(environ=env)
 
 
 def test_unknown_setting() -> None:

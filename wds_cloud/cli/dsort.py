@@ -15,7 +15,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 import warnings
 from typing import Any
@@ -25,6 +24,7 @@ import yaml
 from wds_cloud.cli.common import emit_json
 from wds_cloud.cli.text import shown
 from wds_cloud.errors import ConfigError, DsortSpecError
+from wds_cloud.settings import env_str
 
 __all__ = ["read_spec", "register"]
 
@@ -55,7 +55,7 @@ def read_spec(source: str) -> dict[str, Any]:
 
 def _endpoint(args: argparse.Namespace) -> str:
     """``--endpoint``, else ``AIS_ENDPOINT``; never a guess."""
-    endpoint = args.endpoint or os.environ.get("AIS_ENDPOINT")
+    endpoint = args.endpoint or env_str("AIS_ENDPOINT", None)
     if not endpoint:
         raise ConfigError("no AIStore endpoint: pass --endpoint URL or set AIS_ENDPOINT")
     return str(endpoint)

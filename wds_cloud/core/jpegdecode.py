@@ -20,12 +20,12 @@ else ``WDS_CLOUD_JPEG_DECODER``, else ``"auto"`` (simplejpeg when it is installe
 from __future__ import annotations
 
 import importlib.util
-import os
 from types import ModuleType
 
 import numpy as np
 
 from wds_cloud.errors import ConfigError, MissingDependencyError
+from wds_cloud.settings import env_str
 
 JPEG_DECODERS = ("auto", "simplejpeg", "pil")
 """Values of ``jpeg_decoder=`` / ``WDS_CLOUD_JPEG_DECODER``."""
@@ -50,7 +50,7 @@ def resolve_jpeg_decoder(jpeg_decoder: str | None = None) -> str:
     """
     source = "jpeg_decoder"
     if jpeg_decoder is None:
-        jpeg_decoder, source = os.environ.get(ENV_VAR) or "auto", ENV_VAR
+        jpeg_decoder, source = env_str(ENV_VAR, "auto"), ENV_VAR
     choice = jpeg_decoder.strip().lower()
     if choice not in JPEG_DECODERS:
         raise ConfigError(

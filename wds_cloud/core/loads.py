@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 
 from wds_cloud.errors import MissingDependencyError, SampleError
 from wds_cloud.security import refusal, secure_mode
+from wds_cloud.settings import env_bool
 
 Decode = Callable[[bytes], Any]
 
@@ -43,7 +43,8 @@ __all__ = [
 
 
 def _flag(*names: str) -> bool:
-    return any(os.environ.get(name, "0").strip() not in ("", "0") for name in names)
+    """True when any of ``names`` is set to a true boolean (:func:`wds_cloud.settings.env_bool`)."""
+    return any(env_bool(name, False) for name in names)
 
 
 def _text(data: bytes) -> str:

@@ -29,18 +29,20 @@ from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.shuffle import buffer_shuffle, stable_seed
 from wds_cloud.errors import ConfigError
 from wds_cloud.redact import redact_url
+from wds_cloud.settings import env_int
 from wds_cloud.urls import expand_urls
 
 
 def _env_pair(a: str, b: str) -> tuple[int, int] | None:
-    if a in os.environ and b in os.environ:
-        try:
-            return int(os.environ[a]), int(os.environ[b])
-        except ValueError as exc:
-            raise ConfigError(
-                f"{a}={os.environ[a]!r} / {b}={os.environ[b]!r} must be integers"
-            ) from exc
-    return None
+    """``(int(a), int(b))`` from the environment when both are set (and not blank).
+
+    Raises:
+        ConfigError: a value that is not an integer, naming the variable.
+    """
+    first, second = env_int(a, None), env_int(b, None)
+    if first is None or second is None:
+        return None
+    return first, second
 
 
 def node_info(group: Any = None) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from wds_cloud.dsort.spec import DsortSpec, load_spec
 from wds_cloud.dsort.validate import validate
 from wds_cloud.errors import ConfigError, DsortSpecError, WdsCloudError
 from wds_cloud.redact import redact_text
+from wds_cloud.settings import env_str
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais import AisConfig
@@ -94,7 +95,7 @@ def sdk_client(client: Any, endpoint: str | None, config: AisConfig | None = Non
     from wds_cloud.openers.ais import AisConfig, AisOpener
 
     if config is None:
-        if not (endpoint or os.environ.get("AIS_ENDPOINT")):
+        if not (endpoint or env_str("AIS_ENDPOINT", None)):
             raise ConfigError(
                 "no AIStore endpoint: pass endpoint=, config= or client=, or set AIS_ENDPOINT"
             )

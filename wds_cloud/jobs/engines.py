@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 from wds_cloud.errors import ConfigError, MissingDependencyError
+from wds_cloud.settings import env_str
 
 Outcome = tuple[int, Any]
 
@@ -146,7 +147,7 @@ class RayEngine:
     ) -> None:
         if max_retries < 0:
             raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
-        self.address = address or os.environ.get("WDS_CLOUD_RAY_ADDRESS") or None
+        self.address = address or env_str("WDS_CLOUD_RAY_ADDRESS", None)
         self.max_retries = max_retries
         self.num_cpus = num_cpus
         self.in_flight = in_flight

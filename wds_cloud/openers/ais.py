@@ -10,9 +10,9 @@ URLs::
 The object name is the URL path, percent-decoded (``%20`` is a space, ``%3F`` a ``?``); names
 returned by :meth:`AisOpener.list` are encoded the same way, so they round-trip.
 
-Environment (read when an :class:`AisConfig` is created, never at import): ``AIS_ENDPOINT``
-(the SDK itself does not read it; default ``http://localhost:8080``), ``AIS_AUTHN_TOKEN`` and
-``WDS_CLOUD_AIS_STALL_TIMEOUT``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
+Environment (read by :meth:`AisConfig.resolve` when an :class:`AisOpener` is created, never at
+import): ``AIS_ENDPOINT`` (the SDK itself does not read it; default ``http://localhost:8080``),
+``AIS_AUTHN_TOKEN`` and ``WDS_CLOUD_AIS_STALL_TIMEOUT``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
 ``AIS_READ_TIMEOUT``, ``AIS_SKIP_VERIFY_CRT``, ``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``,
 ``AIS_MAX_CONN_POOL``) apply as usual.
 
@@ -26,11 +26,11 @@ last byte.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-from dataclasses import dataclass
-from typing import IO, Any, cast
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import IO, Any, Self, cast
 from urllib.parse import quote, unquote
 
 from wds_cloud.errors import (
@@ -42,6 +42,7 @@ from wds_cloud.errors import (
 )
 from wds_cloud.openers.backoff import DEFAULT_STALL_TIMEOUT, positive_seconds, stall_bound
 from wds_cloud.openers.resume import ResumableReader, read_span
+from wds_cloud.settings import apply_overrides, env_str, reject_unknown_options
 from wds_cloud.urls import parse_object_url
 
 try:
@@ -60,6 +61,7 @@ DEFAULT_ENDPOINT = "http://localhost:8080"
 PROVIDERS = {"ais": "ais", "aws": "aws", "s3": "aws", "gcp": "gcp", "gs": "gcp"}
 PROVIDERS.update({"azure": "azure", "az": "azure", "oci": "oci", "ht": "ht"})
 URL_OPTIONS = ("provider", "etl", "etl_args")
+OPEN_OPTIONS = ("etl", "etl_args")  # keyword options of open() and open_at()
 _SAFE = "/-_.~!$&'()*+,;=:@"
 
 
@@ -83,7 +85,7 @@ def _provider(value: str, where: str) -> str:
 
 @dataclass(frozen=True)
 class AisConfig:
-    """How to reach AIStore. ``None`` fields are resolved when the config is created.
+    """How to reach AIStore. ``None`` fields are resolved by :meth:`resolve` (the opener does it).
 
     Attributes:
         endpoint: cluster URL; argument > ``AIS_ENDPOINT`` > ``http://localhost:8080``.
@@ -121,29 +123,44 @@ class AisConfig:
 
         return config_repr(self, secrets=("token",))
 
-    def __post_init__(self) -> None:
-        def put(name: str, value: Any) -> None:
-            object.__setattr__(self, name, value)
+    def resolve(
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A copy with ``overrides`` applied, then every ``None`` field filled from the
+        environment (``environ``, default ``os.environ``) or the default, and normalised
+        (endpoint without a trailing ``/``, provider canonical, ``etl_args`` as text).
 
-        endpoint = self.endpoint or os.environ.get("AIS_ENDPOINT") or DEFAULT_ENDPOINT
+        Raises:
+            ConfigError: an unknown override, or an invalid value.
+        """
+        base = apply_overrides(self, overrides, "AIStore")
+        endpoint: str = env_str("AIS_ENDPOINT", DEFAULT_ENDPOINT, environ=environ)
+        endpoint = base.endpoint or endpoint
         if not endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"AIStore endpoint {endpoint!r} must start with http:// or https://")
-        put("endpoint", endpoint.rstrip("/"))
-        put("token", self.token or os.environ.get("AIS_AUTHN_TOKEN") or None)
-        put("retries", 3 if self.retries is None else int(self.retries))
-        put("backoff", 0.5 if self.backoff is None else float(self.backoff))
-        stall: Any = self.stall_timeout
+        stall: Any = base.stall_timeout
         source = "AisConfig.stall_timeout"
         if stall is None:
             source = "WDS_CLOUD_AIS_STALL_TIMEOUT"
-            stall = os.environ.get(source) or DEFAULT_STALL_TIMEOUT
-        put("stall_timeout", positive_seconds(stall, source))
-        put("provider", _provider(self.provider or "ais", "AisConfig.provider"))
-        put("page_size", 0 if self.page_size is None else int(self.page_size))
-        put("part_size", 16 << 20 if self.part_size is None else int(self.part_size))
-        put("etl_args", _etl_args_text(self.etl_args))
-        if self.retries < 0 or self.page_size < 0 or self.part_size <= 0:  # type: ignore[operator]
-            raise ConfigError(f"retries and page_size must be >= 0 and part_size > 0: {self}")
+            stall = env_str(source, DEFAULT_STALL_TIMEOUT, environ=environ)
+        resolved = replace(
+            base,
+            endpoint=endpoint.rstrip("/"),
+            token=base.token or env_str("AIS_AUTHN_TOKEN", None, environ=environ),
+            retries=3 if base.retries is None else int(base.retries),
+            backoff=0.5 if base.backoff is None else float(base.backoff),
+            stall_timeout=positive_seconds(stall, source),
+            provider=_provider(base.provider or "ais", "AisConfig.provider"),
+            page_size=0 if base.page_size is None else int(base.page_size),
+            part_size=16 << 20 if base.part_size is None else int(base.part_size),
+            etl_args=_etl_args_text(base.etl_args),
+        )
+        if resolved.retries < 0 or resolved.page_size < 0 or resolved.part_size <= 0:  # type: ignore[operator]
+            raise ConfigError(f"retries and page_size must be >= 0 and part_size > 0: {resolved}")
+        return resolved
 
 
 @dataclass(frozen=True)
@@ -183,8 +200,7 @@ class AisOpener:
     """
 
     def __init__(self, config: AisConfig | None = None, **overrides: Any) -> None:
-        base = config if config is not None else AisConfig(**overrides)
-        self.config = dataclasses.replace(base, **overrides) if config and overrides else base
+        self.config = (config or AisConfig()).resolve(overrides)
         self._client: Any = None
         self._pid: int | None = None
         self._read_client: Any = None
@@ -347,8 +363,7 @@ class AisOpener:
             MissingDependencyError: the ``aistore`` SDK is not installed.
             ConfigError: bad URL or unknown option.
         """
-        if options:
-            raise ConfigError(f"ais:// open() got unknown option(s) {sorted(options)} for {url!r}")
+        reject_unknown_options(options, OPEN_OPTIONS, "ais open()")
         return self._reader(url, 0, etl, etl_args)
 
     def open_at(
@@ -374,10 +389,7 @@ class AisOpener:
                 as :meth:`open`.
             ShardNotFoundError: bucket or object missing.
         """
-        if options:
-            raise ConfigError(
-                f"ais:// open_at() got unknown option(s) {sorted(options)} for {url!r}"
-            )
+        reject_unknown_options(options, OPEN_OPTIONS, "ais open_at()")
         if offset < 0:
             raise ConfigError(f"open_at() offset must be >= 0, got {offset} for {url!r}")
         return self._reader(url, offset, etl, etl_args)
@@ -408,10 +420,7 @@ class AisOpener:
             ShardNotFoundError: bucket or object missing.
             ShardReadError: the object is shorter, or the read failed.
         """
-        if options:
-            raise ConfigError(
-                f"ais:// read_range() got unknown option(s) {sorted(options)} for {url!r}"
-            )
+        reject_unknown_options(options, (), "ais read_range()")
         _require_sdk()
         target = self.target(url)
         if target.etl:

@@ -5,13 +5,12 @@ Imported only by :mod:`wds_cloud.openers.ais` after the ``aistore`` SDK import s
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3
 
-from wds_cloud.errors import ShardReadError, UploadError
+from wds_cloud.errors import ConfigError, ShardReadError, UploadError
 from wds_cloud.openers.backoff import RetryPolicy
 from wds_cloud.openers.resume import (
     NETWORK_ERRORS,
@@ -23,6 +22,7 @@ from wds_cloud.openers.resume import (
     past_end,
 )
 from wds_cloud.openers.writer import CommittingWriter
+from wds_cloud.settings import env_float
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais import AisConfig, AisOpener, AisTarget
@@ -31,12 +31,9 @@ _TRANSIENT = (429, 500, 502, 503, 504)
 
 
 def _env_seconds(name: str, default: float) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
     try:
-        value = float(raw)
-    except ValueError:
+        value = env_float(name, default)
+    except ConfigError:
         return default  # the SDK falls back to its default too
     return value or None  # 0 means "no limit" to the SDK
 

@@ -50,6 +50,7 @@ from wds_cloud.openers.cache_lru import TEMP_DIR, cache_files, evict_lru
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
+from wds_cloud.settings import env_bool, env_first
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +63,8 @@ SIZE_VARS = ("WDS_CLOUD_CACHE_SIZE", "WDS_CACHE_SIZE")
 
 def env_cache_dir(environ: Any = None) -> str | None:
     """The cache directory the environment asks for (``WDS_CLOUD_CACHE_DIR``, ``WDS_CACHE``)."""
-    env = os.environ if environ is None else environ
-    for name in DIR_VARS:
-        if env.get(name):
-            return os.path.expanduser(str(env[name]))
-    return None
+    found = env_first(DIR_VARS, environ)
+    return None if found is None else os.path.expanduser(found[1])
 
 
 def env_cache_size(environ: Any = None) -> int | None:
@@ -76,18 +74,17 @@ def env_cache_size(environ: Any = None) -> int | None:
     Raises:
         ConfigError: the value is not a number.
     """
-    env = os.environ if environ is None else environ
-    for name in SIZE_VARS:
-        raw = str(env.get(name) or "").strip()
-        if raw:
-            try:
-                return int(raw)
-            except ValueError:
-                pass
-            try:
-                return int(float(raw))
-            except (ValueError, OverflowError):
-                raise ConfigError(f"{name}={raw!r} is not a byte count") from None
+    found = env_first(SIZE_VARS, environ)
+    if found is not None:
+        name, raw = found
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+        try:
+            return int(float(raw))
+        except (ValueError, OverflowError):
+            raise ConfigError(f"{name}={raw!r} is not a byte count") from None
     return None
 
 
@@ -245,11 +242,7 @@ class ShardCache:
         if max_bytes is None:
             max_bytes = env_cache_size()
         if verbose is None:
-            raw = os.environ.get("WDS_VERBOSE_CACHE", "0").strip() or "0"
-            try:
-                verbose = int(raw) != 0
-            except ValueError:
-                raise ConfigError(f"WDS_VERBOSE_CACHE={raw!r} is not an integer") from None
+            verbose = env_bool("WDS_VERBOSE_CACHE", False)
         self.cache_dir = os.path.abspath(os.fspath(cache_dir))
         self.max_bytes = max_bytes if max_bytes and max_bytes > 0 else None
         self.registry = registry

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import replace
 from typing import Any
 
 from wds_cloud.errors import (
@@ -35,6 +34,7 @@ from wds_cloud.openers.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.gcs_config import GcsConfig
 from wds_cloud.openers.gcs_read import GcsReader, MediaFetch, read_errors
 from wds_cloud.openers.resume import read_span
+from wds_cloud.settings import reject_unknown_options
 from wds_cloud.urls import ObjectUrl, parse_object_url
 
 try:
@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     storage = None
 
 SCHEMES = ("gs", "gcs")
+OPEN_OPTIONS = ("generation",)  # what open(), open_at() and read_range() accept
 __all__ = ["SCHEMES", "GcsConfig", "GcsOpener", "translate_error"]
 
 _SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
@@ -146,12 +147,7 @@ class GcsOpener:
     """
 
     def __init__(self, config: GcsConfig | None = None, **overrides: Any) -> None:
-        config = config or GcsConfig()
-        try:
-            config = replace(config, **overrides)
-        except TypeError as exc:
-            raise ConfigError(f"unknown GcsConfig option: {exc}") from None
-        self.config = config.resolve()
+        self.config = (config or GcsConfig()).resolve(overrides)
         self._client_obj: Any = None
         self._session: Any = None
         self._pid: int | None = None
@@ -259,7 +255,9 @@ class GcsOpener:
             ShardOpenError: credentials, permission or endpoint problems, or no answer after
                 the retries or within the stall deadline.
             MissingDependencyError: google-cloud-storage is not installed.
+            ConfigError: an unknown option (only ``generation`` is accepted).
         """
+        reject_unknown_options(options, OPEN_OPTIONS, "gcs open()")
         return self._reader(url, 0, options)
 
     def open_at(self, url: str, offset: int, **options: Any) -> GcsReader:
@@ -273,12 +271,13 @@ class GcsOpener:
             **options: ``generation=`` reads that object generation.
 
         Raises:
-            ConfigError: a negative offset.
+            ConfigError: a negative offset or an unknown option.
             ShardOpenError: ``offset`` beyond the end of the object; as :meth:`open`.
             ShardNotFoundError: as :meth:`open`.
         """
         if offset < 0:
             raise ConfigError(f"open_at() offset must be >= 0, got {offset} for {url!r}")
+        reject_unknown_options(options, OPEN_OPTIONS, "gcs open_at()")
         return self._reader(url, offset, options)
 
     def _reader(self, url: str, offset: int, options: dict[str, Any]) -> GcsReader:
@@ -308,6 +307,7 @@ class GcsOpener:
             ShardReadError: the object is shorter, or the read failed.
             ShardOpenError: credentials, permission or endpoint problems.
         """
+        reject_unknown_options(options, OPEN_OPTIONS, "gcs read_range()")
         _require_sdk()
         parsed = self._parse(url)
         fetch = MediaFetch(self, self.client(url), url, parsed, options.get("generation"))

@@ -8,27 +8,16 @@ never at import.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.backoff import positive_seconds
 from wds_cloud.redact import config_repr
+from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
 
 _ENV_PREFIX = "WDS_CLOUD_GCS_"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
-def _parse_bool(name: str, value: str) -> bool:
-    low = value.strip().lower()
-    if low in _TRUE:
-        return True
-    if low in _FALSE:
-        return False
-    raise ConfigError(f"{name}={value!r} is not a boolean (use 1/0, true/false)")
 
 
 @dataclass(frozen=True)
@@ -74,13 +63,19 @@ class GcsConfig:
     def __repr__(self) -> str:
         return config_repr(self, secrets=("credentials",))
 
-    def resolve(self, environ: Mapping[str, str] | None = None) -> GcsConfig:
-        """Return a copy with every field filled from the environment or the defaults.
+    def resolve(
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A copy with ``overrides`` applied, then every ``None`` field filled from the
+        environment (``environ``, default ``os.environ``), then the defaults.
 
         Raises:
-            ConfigError: a value (argument or environment variable) is invalid.
+            ConfigError: an unknown override, or an invalid value (argument or environment).
         """
-        env = os.environ if environ is None else environ
+        base = apply_overrides(self, overrides, "GCS")
         defaults: dict[str, Any] = {
             "retries": 5,
             "backoff": 0.2,
@@ -96,14 +91,16 @@ class GcsConfig:
             "endpoint": "STORAGE_EMULATOR_HOST",
         }
         values: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for f in fields(base):
+            value = getattr(base, f.name)
             source = f"GcsConfig.{f.name}"
             if value is None:
-                for var in (_ENV_PREFIX + f.name.upper(), sdk_env.get(f.name)):
-                    if var and env.get(var):
-                        value, source = env[var], var
-                        break
+                names = [_ENV_PREFIX + f.name.upper()]
+                if f.name in sdk_env:
+                    names.append(sdk_env[f.name])
+                found = env_first(names, environ)
+                if found is not None:
+                    source, value = found
             if value is None:
                 value = defaults.get(f.name)
             values[f.name] = _coerce(f.name, value, source)
@@ -114,7 +111,7 @@ class GcsConfig:
             if "://" not in endpoint:
                 endpoint = "http://" + endpoint
             values["endpoint"] = endpoint
-        return replace(self, **values)
+        return replace(base, **values)
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -133,16 +130,9 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             raise ConfigError(f"{source} must be positive")
         return value
     if name == "anonymous":
-        return _parse_bool(source, value)
+        return parse_bool(value, source)
     if name in ("retries", "chunk_size", "page_size"):
-        try:
-            number = int(value)
-        except ValueError:
-            raise ConfigError(f"{source}={value!r} is not an integer") from None
-        return _coerce(name, number, source)
+        return _coerce(name, parse_int(value, source), source)
     if name in ("backoff", "connect_timeout", "read_timeout"):
-        try:
-            return float(value)
-        except ValueError:
-            raise ConfigError(f"{source}={value!r} is not a number") from None
+        return parse_float(value, source)
     return value

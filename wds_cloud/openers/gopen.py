@@ -36,6 +36,7 @@ from wds_cloud.errors import ConfigError
 from wds_cloud.openers.registry import OpenerRegistry, open_url, url_scheme
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
+from wds_cloud.settings import env_str
 
 __all__ = ["gopen", "gopen_schemes", "reader", "rewrite_url"]
 
@@ -57,7 +58,7 @@ def rewrite_url(url: str) -> str:
         ConfigError: secure mode is on while ``GOPEN_REWRITE`` is set (a ``ValueError`` whose
             message starts with webdataset's), or a rule is malformed.
     """
-    rules = os.environ.get("GOPEN_REWRITE")
+    rules = env_str("GOPEN_REWRITE", None)
     if rules is None:
         return url
     if secure_mode():

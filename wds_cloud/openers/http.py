@@ -24,11 +24,10 @@ changed or the server cannot resume, and mixing two versions would corrupt sampl
 from __future__ import annotations
 
 import http.client
-import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, Any, Self
 from urllib.parse import urljoin, urlsplit
 
 from wds_cloud.errors import (
@@ -46,22 +45,14 @@ from wds_cloud.openers.backoff import (
 )
 from wds_cloud.openers.resume import NETWORK_ERRORS, Opened, ResumableReader, RetryableError
 from wds_cloud.redact import redact_url
+from wds_cloud.settings import apply_overrides, env_float, reject_unknown_options
 
 SCHEMES = ("http", "https")
+OPEN_OPTIONS = ("headers",)  # what open(), open_at() and read_range() accept
 
 _REDIRECTS = (301, 302, 303, 307, 308)
 _TRANSIENT = (408, 429, 500, 502, 503, 504)
 RETRY_ON: tuple[type[BaseException], ...] = (*NETWORK_ERRORS, http.client.HTTPException)
-
-
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ConfigError(f"environment variable {name}={raw!r} is not a number") from None
 
 
 @dataclass(frozen=True)
@@ -91,24 +82,38 @@ class HttpConfig:
 
         return config_repr(self, headers=("headers",))
 
-    def resolved(self) -> HttpConfig:
-        """A copy with every None field filled from the environment or the default."""
-        stall = self.stall_timeout
+    def resolve(
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A copy with ``overrides`` applied, then every None field filled from the
+        environment (``environ``, default ``os.environ``) or the default.
+
+        Raises:
+            ConfigError: an unknown override, or an invalid value.
+        """
+        base = apply_overrides(self, overrides, "HTTP")
+        stall = base.stall_timeout
         source = "HttpConfig.stall_timeout"
         if stall is None:
             source = "WDS_CLOUD_HTTP_STALL_TIMEOUT"
-            stall = _env_number(source, DEFAULT_STALL_TIMEOUT)
+            stall = env_float(source, DEFAULT_STALL_TIMEOUT, environ=environ)
+        timeout = base.timeout
+        if timeout is None:
+            timeout = env_float("WDS_CLOUD_HTTP_TIMEOUT", DEFAULT_READ_TIMEOUT, environ=environ)
+        retries = base.retries
+        if retries is None:
+            retries = int(env_float("WDS_CLOUD_HTTP_RETRIES", 5, environ=environ))
+        backoff = base.backoff
+        if backoff is None:
+            backoff = env_float("WDS_CLOUD_HTTP_BACKOFF", 0.2, environ=environ)
         return replace(
-            self,
-            timeout=self.timeout
-            if self.timeout is not None
-            else _env_number("WDS_CLOUD_HTTP_TIMEOUT", DEFAULT_READ_TIMEOUT),
-            retries=self.retries
-            if self.retries is not None
-            else int(_env_number("WDS_CLOUD_HTTP_RETRIES", 5)),
-            backoff=self.backoff
-            if self.backoff is not None
-            else _env_number("WDS_CLOUD_HTTP_BACKOFF", 0.2),
+            base,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
             stall_timeout=positive_seconds(stall, source),
         )
 
@@ -176,7 +181,7 @@ class HttpOpener:
     """
 
     def __init__(self, config: HttpConfig | None = None, **overrides: Any) -> None:
-        self.config = replace(config or HttpConfig(), **overrides).resolved()
+        self.config = (config or HttpConfig()).resolve(overrides)
         self._sleep: Callable[[float], Any] = time.sleep
         self._pool: Any = None  # keep-alive connections of ranged reads (http_range._Pool)
 
@@ -294,11 +299,13 @@ class HttpOpener:
             **options: ``headers`` (dict) adds request headers for this URL.
 
         Raises:
+            ConfigError: an unknown option.
             ShardNotFoundError: HTTP 404 or 410.
             ShardOpenError: any other error status, too many redirects, connection failures
                 or a stall before the response, after the configured retries.
             ShardReadError: (while reading) the stream could not be resumed or stalled.
         """
+        reject_unknown_options(options, OPEN_OPTIONS, "http open()")
         return self._stream(url, 0, options)
 
     def open_at(self, url: str, offset: int, **options: Any) -> IO[bytes]:
@@ -315,7 +322,7 @@ class HttpOpener:
             **options: ``headers`` (dict) adds request headers for this URL.
 
         Raises:
-            ConfigError: a negative offset.
+            ConfigError: a negative offset or an unknown option.
             ShardOpenError: ``offset`` beyond the end of the object; as :meth:`open`.
             ShardNotFoundError: HTTP 404 or 410.
             ShardReadError: the server answered from another byte than ``offset``.
@@ -324,6 +331,7 @@ class HttpOpener:
             raise ConfigError(
                 f"open_at() offset must be >= 0, got {offset} for {redact_url(url)!r}"
             )
+        reject_unknown_options(options, OPEN_OPTIONS, "http open_at()")
         return self._stream(url, offset, options)
 
     def _stream(self, url: str, offset: int, options: dict[str, Any]) -> IO[bytes]:
@@ -363,6 +371,7 @@ class HttpOpener:
         connection; see :func:`wds_cloud.openers.http_range.read_range`."""
         from wds_cloud.openers.http_range import read_range
 
+        reject_unknown_options(options, OPEN_OPTIONS, "http read_range()")
         return read_range(self, url, offset, length, **options)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -9,8 +9,10 @@ does when ``enforce_security`` is set: :class:`LocalOpener` is the one place tha
 and lists them, and it decides, first rule that applies:
 
 1. ``LocalOpener(allow=True/False)``;
-2. ``WDS_CLOUD_ALLOW_LOCAL`` (read when the opener is created): ``0``/``false``/``no``/``off``
-   refuses local files, anything else allows them;
+2. ``WDS_CLOUD_ALLOW_LOCAL`` (read when the opener is created), a boolean
+   (:mod:`wds_cloud.settings`): false (``0``/``false``/``no``/``off``) refuses local files,
+   true (``1``/``true``/``yes``/``on``) allows them, blank counts as unset, anything else is a
+   :class:`ConfigError`;
 3. secure mode (checked on each call) refuses them with webdataset's message
    (``gopen: unsafe_gopen is False, cannot open local files``);
 4. otherwise they are allowed.
@@ -33,11 +35,11 @@ from wds_cloud.openers.local_write import AtomicFileWriter, DirectWriter, open_d
 from wds_cloud.openers.writer import CommittingWriter, reject_nul
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
+from wds_cloud.settings import env_bool, reject_unknown_options
 
 SCHEMES = ("file",)
 
 _GLOB_CHARS = frozenset("*?[")
-_FALSE = ("0", "false", "no", "off")
 
 
 def is_file_url(url: str) -> bool:
@@ -133,9 +135,7 @@ class LocalOpener:
 
     def __init__(self, allow: bool | None = None) -> None:
         if allow is None:
-            env = os.environ.get("WDS_CLOUD_ALLOW_LOCAL")
-            if env is not None:
-                allow = env.strip().lower() not in _FALSE
+            allow = env_bool("WDS_CLOUD_ALLOW_LOCAL", None)
         self.allow = allow
 
     def check_allowed(self, url: str, action: str = "open") -> None:
@@ -171,10 +171,12 @@ class LocalOpener:
         """Open ``url`` for reading, unbuffered.
 
         Raises:
-            ConfigError: local files are refused (see :meth:`check_allowed`).
+            ConfigError: local files are refused (see :meth:`check_allowed`), or an option was
+                given (local files take none).
             ShardNotFoundError: the file does not exist.
             ShardOpenError: permission denied, a directory, or any other OS error.
         """
+        reject_unknown_options(options, (), "local open()")
         if url == "-":
             return _StdinReader()  # type: ignore[return-value]
         self.check_allowed(url, "read")
@@ -194,12 +196,14 @@ class LocalOpener:
         """Bytes ``offset .. offset + length`` of a local file (``pread``).
 
         Raises:
+            ConfigError: an option was given (local files take none).
             ShardNotFoundError: the file does not exist.
             ShardReadError: the file ends before ``offset + length``.
             ShardOpenError: ``-`` (standard input cannot be read at an offset), other OS errors.
         """
         from wds_cloud.errors import ShardReadError
 
+        reject_unknown_options(options, (), "local read_range()")
         if url == "-":
             raise ShardOpenError("standard input cannot be read at an offset", url=url)
         stream = self.open(url)

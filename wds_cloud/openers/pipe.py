@@ -3,8 +3,10 @@
 No SDK. Whether commands run at all, first rule that applies:
 
 1. ``PipeOpener(allow=True/False)``;
-2. ``WDS_CLOUD_ALLOW_PIPE`` (read when a :class:`PipeOpener` is created): ``0``/``false``/``no``
-   disables ``pipe:`` URLs, anything else allows them;
+2. ``WDS_CLOUD_ALLOW_PIPE`` (read when a :class:`PipeOpener` is created), a boolean
+   (:mod:`wds_cloud.settings`): false (``0``/``false``/``no``/``off``) disables ``pipe:`` URLs,
+   true (``1``/``true``/``yes``/``on``) allows them, blank counts as unset, anything else is a
+   :class:`ConfigError`;
 3. secure mode (:mod:`wds_cloud.security`: ``wds.utils.enforce_security = True``,
    ``WDS_SECURE=1`` or ``WDS_CLOUD_SECURE=1``, checked each time a command is about to run)
    disables them, with webdataset's message (``gopen_pipe: unsafe_gopen is False, ...``);
@@ -32,18 +34,19 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import IO, Any, cast
+from typing import IO, Any, Self, cast
 
 from wds_cloud.errors import ConfigError, ShardOpenError, UploadError
 from wds_cloud.openers.writer import CommittingWriter
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
+from wds_cloud.settings import apply_overrides, env_bool, reject_unknown_options
 
 SCHEMES = ("pipe",)
 
 _IGNORED_STATUS = (0, 141, -signal.SIGPIPE)
-_FALSE = ("0", "false", "no", "off")
 
 
 class PipeCommandError(ShardOpenError):
@@ -74,7 +77,7 @@ class PipeConfig:
 
     Attributes:
         allow: run ``pipe:`` commands at all (env ``WDS_CLOUD_ALLOW_PIPE``); None after
-            :meth:`resolved` means "unless secure mode is on" (checked when a command runs).
+            :meth:`resolve` means "unless secure mode is on" (checked when a command runs).
         grace: seconds between SIGTERM and SIGKILL when a stream is closed early.
         stderr_tail: how many trailing stderr bytes to keep for error messages.
         exit_timeout: seconds to wait for the command to exit after its stdout ended.
@@ -85,23 +88,31 @@ class PipeConfig:
     stderr_tail: int | None = None
     exit_timeout: float | None = None
 
-    def resolved(self) -> PipeConfig:
-        """A copy with the None fields filled from the environment or the default.
+    def resolve(
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A copy with ``overrides`` applied, then the None fields filled from the environment
+        (``environ``, default ``os.environ``) or the default.
 
         ``allow`` stays None when neither the argument nor ``WDS_CLOUD_ALLOW_PIPE`` decides:
         secure mode then decides each time a command is about to run.
+
+        Raises:
+            ConfigError: an unknown override, or ``WDS_CLOUD_ALLOW_PIPE`` is not a boolean.
         """
-        allow = self.allow
+        base = apply_overrides(self, overrides, "pipe:")
+        allow = base.allow
         if allow is None:
-            env = os.environ.get("WDS_CLOUD_ALLOW_PIPE")
-            if env is not None:
-                allow = env.strip().lower() not in _FALSE
+            allow = env_bool("WDS_CLOUD_ALLOW_PIPE", None, environ=environ)
         return replace(
-            self,
+            base,
             allow=allow,
-            grace=2.0 if self.grace is None else self.grace,
-            stderr_tail=2048 if self.stderr_tail is None else self.stderr_tail,
-            exit_timeout=600.0 if self.exit_timeout is None else self.exit_timeout,
+            grace=2.0 if base.grace is None else base.grace,
+            stderr_tail=2048 if base.stderr_tail is None else base.stderr_tail,
+            exit_timeout=600.0 if base.exit_timeout is None else base.exit_timeout,
         )
 
 
@@ -377,16 +388,18 @@ class PipeOpener:
     """
 
     def __init__(self, config: PipeConfig | None = None, **overrides: Any) -> None:
-        self.config = replace(config or PipeConfig(), **overrides).resolved()
+        self.config = (config or PipeConfig()).resolve(overrides)
 
     def open(self, url: str, **options: Any) -> PipeReader:
         """Start the command and return its stdout as a stream.
 
         Raises:
-            ConfigError: ``pipe:`` is disabled, or the command is empty.
+            ConfigError: ``pipe:`` is disabled, the command is empty, or an option was given
+                (``pipe:`` takes none).
             ShardOpenError: the command could not be started; at end of stream,
                 :class:`PipeCommandError` when it exited with a non-zero status.
         """
+        reject_unknown_options(options, (), "pipe: open()")
         return PipeReader(url, self.config)
 
     def create(self, url: str) -> PipeWriter:

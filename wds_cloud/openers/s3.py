@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import fields, replace
 from typing import IO, Any
 
 from wds_cloud.errors import (
@@ -43,6 +42,7 @@ from wds_cloud.openers.resume import ResumableReader, read_span
 from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Config, split_s3_url
 from wds_cloud.openers.s3_read import ObjectFetch, policy, read_errors
 from wds_cloud.redact import redact_url
+from wds_cloud.settings import reject_unknown_options
 
 try:
     import boto3
@@ -139,12 +139,7 @@ class S3Opener:
     """
 
     def __init__(self, config: S3Config | None = None, **overrides: Any) -> None:
-        base = config or S3Config()
-        names = {f.name for f in fields(S3Config)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise ConfigError(f"unknown S3 settings {unknown}; known: {sorted(names)}")
-        self.config = replace(base, **overrides).resolve()
+        self.config = (config or S3Config()).resolve(overrides)
         self._client: Any = None
         self._read_client: Any = None
         self._pid: int | None = None
@@ -262,12 +257,8 @@ class S3Opener:
             MissingDependencyError: boto3 is not installed.
         """
         allowed = {"prefetch", "prefetch_chunk", "retries", "backoff", "stall_timeout"}
-        unknown = sorted(set(options) - allowed)
-        if unknown:
-            raise ConfigError(
-                f"unknown options {unknown} for s3 open(); allowed: {sorted(allowed)}"
-            )
-        cfg = replace(self.config, **options).resolve({}) if options else self.config
+        reject_unknown_options(options, allowed, "s3 open()")
+        cfg = self.config.resolve(options, environ={}) if options else self.config
         bucket, key = split_s3_url(url)
         if not key:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
@@ -300,15 +291,11 @@ class S3Opener:
             ConfigError for a negative offset.
         """
         allowed = {"prefetch", "prefetch_chunk", "retries", "backoff", "stall_timeout"}
-        unknown = sorted(set(options) - allowed)
-        if unknown:
-            raise ConfigError(
-                f"unknown options {unknown} for s3 open_at(); allowed: {sorted(allowed)}"
-            )
+        reject_unknown_options(options, allowed, "s3 open_at()")
         if offset < 0:
             raise ConfigError(f"open_at() offset must be >= 0, got {offset} for {url!r}")
         options = {k: v for k, v in options.items() if k not in ("prefetch", "prefetch_chunk")}
-        cfg = replace(self.config, **options).resolve({}) if options else self.config
+        cfg = self.config.resolve(options, environ={}) if options else self.config
         bucket, key = split_s3_url(url)
         if not key:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
@@ -335,12 +322,8 @@ class S3Opener:
             ShardOpenError: access denied, endpoint unreachable.
         """
         allowed = {"retries", "backoff", "stall_timeout"}
-        unknown = sorted(set(options) - allowed)
-        if unknown:
-            raise ConfigError(
-                f"unknown options {unknown} for s3 read_range(); allowed: {sorted(allowed)}"
-            )
-        cfg = replace(self.config, **options).resolve({}) if options else self.config
+        reject_unknown_options(options, allowed, "s3 read_range()")
+        cfg = self.config.resolve(options, environ={}) if options else self.config
         bucket, key = split_s3_url(url)
         if not key:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")

@@ -8,12 +8,13 @@ Credentials are left to boto3's own chain unless given explicitly.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.redact import config_repr
+from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
 
 MIN_PART_SIZE = 5 << 20
 
@@ -49,13 +50,10 @@ _NO_WDS_ENV = {"access_key_id", "secret_access_key", "session_token"}  # boto3's
 
 def _convert(name: str, value: Any, source: str) -> Any:
     kind = type(_DEFAULTS[name]) if _DEFAULTS[name] is not None else str
+    if isinstance(value, str) and kind in _PARSERS:
+        return _PARSERS[kind](value, source)
     try:
         if kind is bool:
-            if isinstance(value, str):
-                low = value.strip().lower()
-                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError(value)
-                return low in ("1", "true", "yes", "on")
             return bool(value)
         if kind is int:
             if isinstance(value, bool):
@@ -68,6 +66,13 @@ def _convert(name: str, value: Any, source: str) -> Any:
         raise ConfigError(
             f"S3 setting {name} from {source} is not a valid {kind.__name__}: {value!r}"
         ) from exc
+
+
+_PARSERS: dict[type, Callable[[str, str], Any]] = {
+    bool: parse_bool,
+    int: parse_int,
+    float: parse_float,
+}
 
 
 @dataclass(frozen=True)
@@ -119,26 +124,28 @@ class S3Config:
     def __repr__(self) -> str:
         return config_repr(self, secrets=("access_key_id", "secret_access_key", "session_token"))
 
-    def resolve(self, environ: dict[str, str] | None = None) -> S3Config:
-        """Fill every ``None`` field from the environment, then the defaults.
+    def resolve(
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A copy with ``overrides`` applied, then every ``None`` field filled from the
+        environment (``environ``, default ``os.environ``), then the defaults.
 
         Raises:
-            ConfigError: a value has the wrong type or is out of range.
+            ConfigError: an unknown override, or a value of the wrong type or out of range.
         """
-        env = os.environ if environ is None else environ
+        base = apply_overrides(self, overrides, "S3")
         values: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for f in fields(base):
+            value = getattr(base, f.name)
             source = "argument"
             if value is None and f.name not in _NO_WDS_ENV:
-                var = f"WDS_CLOUD_S3_{f.name.upper()}"
-                if env.get(var):
-                    value, source = env[var], var
-                else:
-                    for var in _AWS_ENV.get(f.name, ()):
-                        if env.get(var):
-                            value, source = env[var], var
-                            break
+                names = (f"WDS_CLOUD_S3_{f.name.upper()}", *_AWS_ENV.get(f.name, ()))
+                found = env_first(names, environ)
+                if found is not None:
+                    source, value = found
             if value is None:
                 value = _DEFAULTS[f.name]
             elif f.name in _DEFAULTS:
@@ -164,7 +171,7 @@ class S3Config:
             raise ConfigError(
                 f"S3 stall_timeout must be > 0 seconds, got {values['stall_timeout']}"
             )
-        return replace(self, **values)
+        return replace(base, **values)
 
 
 def split_s3_url(url: str) -> tuple[str, str]:
