@@ -194,3 +194,23 @@ def test_handlers_act_the_same_with_and_without_tracking(
     assert continued[-per_shard:] == keys[per_shard : 2 * per_shard]  # the good shard, in full
     assert go_on.count == 2  # the cut shard and the missing one
     assert stopped == continued[: len(stopped)] and len(stopped) < per_shard
+
+
+@pytest.mark.parametrize("value", ["0", "false", "off", "No"])
+def test_tracking_switched_off_by_the_environment(
+    shards: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    urls, keys = shards
+    monkeypatch.setenv("WDS_CLOUD_RESUMABLE", value)
+    ds = wds.WebDataset(urls, shardshuffle=False)
+    assert len(list(ds)) == len(keys)  # iterates as before
+    with pytest.raises(ConfigError, match="switched off"):
+        ds.state_dict()
+
+
+def test_a_bad_resumable_value_is_named(
+    shards: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WDS_CLOUD_RESUMABLE", "maybe")
+    with pytest.raises(ConfigError, match="WDS_CLOUD_RESUMABLE='maybe' is not a boolean"):
+        list(wds.WebDataset(shards[0], shardshuffle=False))

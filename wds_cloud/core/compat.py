@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,6 +30,7 @@ from wds_cloud.core.shards import (
 )
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.cache import env_cache_dir
+from wds_cloud.settings import env_first, parse_int
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,8 @@ _logged_no_shuffle = False
 
 
 def _default_seed() -> int:
-    value = os.environ.get("WDS_SEED") or os.environ.get("WDS_CLOUD_SEED")
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise ConfigError(f"WDS_SEED must be an integer, got {value!r}") from exc
+    found = env_first(("WDS_SEED", "WDS_CLOUD_SEED"))
+    return 0 if found is None else parse_int(found[1], found[0])
 
 
 class WebDataset(DataPipeline, FluidInterface):

@@ -13,7 +13,6 @@ of what it delivered. Under it, tracked sources produce ``(item, tags)`` pairs:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from wds_cloud.errors import ConfigError
 from wds_cloud.resume.source import ShardSource, find_source
 from wds_cloud.resume.state import STATE_FORMAT, Ledger, check_state, merge_states
 from wds_cloud.resume.track import Tagged, TaggedCollate, flat, run_stages
+from wds_cloud.settings import env_bool
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,15 @@ def _pipeline_type() -> type:
     return DataPipeline
 
 
+def tracking_on(p: Any) -> bool:
+    """Whether resume tracking is on for ``p``: ``p.resumable`` and ``$WDS_CLOUD_RESUMABLE``
+    (a boolean, default true)."""
+    return bool(getattr(p, "resumable", True)) and bool(env_bool("WDS_CLOUD_RESUMABLE", True))
+
+
 def enabled(p: Any) -> bool:
     """Whether ``p`` is iterated with tracking."""
-    if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
+    if not tracking_on(p):
         return False
     return innermost(p) is not None
 

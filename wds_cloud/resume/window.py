@@ -145,13 +145,13 @@ def _chain(p: Any) -> Iterator[Any]:
 
 def why_not(p: Any) -> str:
     """Why ``p`` cannot be resumed, naming the stage at fault."""
-    import os
 
     from wds_cloud.core.mix import RandomMix
     from wds_cloud.core.pipeline import DataPipeline
     from wds_cloud.core.shards import ResampledShards, split_by_sample
+    from wds_cloud.resume.loop import tracking_on
 
-    if not getattr(p, "resumable", True) or os.environ.get("WDS_CLOUD_RESUMABLE") == "0":
+    if not tracking_on(p):
         return "resume tracking is switched off (resumable=False or WDS_CLOUD_RESUMABLE=0)"
     name = type(p).__name__
     for node in _chain(p):
