@@ -16,8 +16,10 @@ next-shard opening), webdataset 1.0.2 (the same pipeline; on S3 each shard is ``
 URL -``). With ``--peers`` LitData and MosaicML Streaming are installed from PyPI into virtual
 environments of their own under ``--cache`` (torch, numpy and PIL are taken from this
 environment through a ``.pth`` file rather than downloaded again), the data is converted to
-their formats (the time is reported) and read by their own loaders with PIL decoding. A peer
-that cannot be installed or run prints one line and is left out. Peak memory is the largest
+their formats (the time is reported) and read by their own loaders with PIL decoding (LitData
+without ``obstore``, which refuses the plain-http loopback endpoint; it then reads with
+boto3). A peer that cannot be installed or run prints one line and is left out. Peak memory
+is the largest
 sum of RSS over the cell's process tree (the interpreter, its loader workers and the ``aws``
 subprocesses), sampled every 50 ms.
 
@@ -221,6 +223,15 @@ def peer_python(name: str, cache: str) -> str | None:
             text=True,
             timeout=900,
         )
+        if name == "litdata":
+            # LitData downloads chunks with obstore when it is installed, and obstore refuses
+            # plain-http endpoints such as the loopback SeaweedFS; without it LitData uses
+            # its boto3 client (its documented fallback).
+            subprocess.run(
+                [python, "-m", "pip", "uninstall", "-y", "-q", "obstore"],
+                check=True,
+                capture_output=True,
+            )
         Path(marker).write_text(PEERS[name])
     except (subprocess.SubprocessError, OSError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
@@ -233,47 +244,63 @@ def peer_python(name: str, cache: str) -> str | None:
 
 _CONVERT = r"""
 import json, sys, tarfile
-name, out, urls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-def samples():
-    for url in urls:
-        with tarfile.open(url) as tar:
-            current = {}
-            for m in tar:
-                key, _, ext = m.name.partition(".")
-                if current and current["__key__"] != key:
-                    yield current
-                    current = {}
-                current["__key__"] = key
-                current[ext] = tar.extractfile(m).read()
-            if current:
+
+
+def samples(path):
+    with tarfile.open(path) as tar:
+        current = {}
+        for m in tar:
+            key, _, ext = m.name.partition(".")
+            if current and current["__key__"] != key:
                 yield current
-if name == "litdata":
-    import litdata
-    items = [(s["jpg"], int(s["cls"])) for s in samples()]
-    def fn(i):
-        return {"jpg": items[i][0], "cls": items[i][1]}
-    litdata.optimize(fn=fn, inputs=list(range(len(items))), output_dir=out,
-                     chunk_bytes="64MB", num_workers=1, mode="overwrite")
-else:
-    from streaming import MDSWriter
-    with MDSWriter(out=out, columns={"jpg": "bytes", "cls": "int"}, size_limit="64mb") as w:
-        for s in samples():
-            w.write({"jpg": s["jpg"], "cls": int(s["cls"])})
+                current = {}
+            current["__key__"] = key
+            current[ext] = tar.extractfile(m).read()
+        if current:
+            yield current
+
+
+def litdata_items(path):  # litdata's optimize() calls it in its worker processes
+    for s in samples(path):
+        yield {"jpg": s["jpg"], "cls": int(s["cls"])}
+
+
+if __name__ == "__main__":
+    name, out, paths = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    if name == "litdata":
+        import litdata
+
+        litdata.optimize(fn=litdata_items, inputs=paths, output_dir=out, chunk_bytes="64MB",
+                         num_workers=1, mode="overwrite")
+    else:
+        from streaming import MDSWriter
+
+        with MDSWriter(out=out, columns={"jpg": "bytes", "cls": "int"}, size_limit="64mb") as w:
+            for path in paths:
+                for s in samples(path):
+                    w.write({"jpg": s["jpg"], "cls": int(s["cls"])})
 """
 
 
 def convert(python: str, name: str, paths: list[str], out: str) -> float:
     """Convert the tar shards to ``name``'s format in ``out``; seconds taken."""
     shutil.rmtree(out, ignore_errors=True)
+    script = os.path.join(os.path.dirname(out), f"convert_{name}.py")
+    Path(script).write_text(_CONVERT)
     t0 = time.perf_counter()
     subprocess.run(
-        [python, "-c", _CONVERT, name, out, json.dumps(paths)],
+        [python, script, name, out, json.dumps(paths)],
         check=True,
         capture_output=True,
         text=True,
         cwd=tempfile.gettempdir(),
     )
     return time.perf_counter() - t0
+
+
+def cache_arg(name: str, tmp: str) -> str:
+    """The last worker argument of a peer's S3 cell: LitData's endpoint, Streaming's cache."""
+    return os.path.join(tmp, f"{name}-cache") if name == "streaming" else ""
 
 
 # -- SeaweedFS -----------------------------------------------------------------------------------
@@ -391,7 +418,7 @@ def loader_table(args: argparse.Namespace) -> None:
                 cells[row, "local"] = (python, [name, "local", out, ""], os.environ.copy())
                 cells[row, "s3"] = (
                     python,
-                    [name, "s3", f"s3://{BUCKET}/{name}", os.path.join(tmp, f"{name}-cache")],
+                    [name, "s3", f"s3://{BUCKET}/{name}", cache_arg(name, tmp)],
                     env_s3,
                 )
         results: dict[tuple[str, str], list[dict[str, Any]]] = {c: [] for c in cells}
@@ -403,8 +430,6 @@ def loader_table(args: argparse.Namespace) -> None:
                 if cell in failed:
                     continue
                 python, wargs, env = cells[cell]
-                if cell[1] == "s3" and wargs[0] in PEERS:
-                    wargs = [*wargs[:3], wargs[3] or endpoint]
                 try:
                     got = run_cell(python, wargs, env)
                 except RuntimeError as exc:
@@ -557,7 +582,7 @@ def main(argv: list[str] | None = None) -> None:
         if kind == "wds":
             result = worker_wds(rest[0], json.loads(rest[1]))
         elif kind == "litdata":
-            result = worker_litdata(rest[0], rest[1], rest[2] or None)
+            result = worker_litdata(rest[0], rest[1], os.environ.get("AWS_ENDPOINT_URL"))
         else:
             result = worker_streaming(rest[0], rest[1], rest[2])
         print(json.dumps(result))
