@@ -19,9 +19,8 @@ environment through a ``.pth`` file rather than downloaded again), the data is c
 their formats (the time is reported) and read by their own loaders with PIL decoding (LitData
 without ``obstore``, which refuses the plain-http loopback endpoint; it then reads with
 boto3). A peer that cannot be installed or run prints one line and is left out. Peak memory
-is the largest
-sum of RSS over the cell's process tree (the interpreter, its loader workers and the ``aws``
-subprocesses), sampled every 50 ms.
+is the largest sum of RSS over the cell's process tree (the interpreter, its loader workers
+and the ``aws`` subprocesses), sampled every 50 ms.
 
 **Latency table** (``--latency``). :mod:`latency_proxy` sits in front of SeaweedFS and of an
 HTTP file server: 20 ms per request, 50 MB/s per connection. One shard of ``--big-mib`` MiB
