@@ -344,3 +344,30 @@ class _S3Factory:
 
     def open(self, url: str, **options: Any) -> Any:
         return self._opener.open(url, **options)
+
+
+@pytest.mark.parametrize("cut", [2000, 200_000])
+def test_s3_cut_raises_at_its_offset(
+    seaweed: Any, raw_client: Any, bucket: str, faulty_proxy: Any, cut: int
+) -> None:
+    """Every connection to SeaweedFS is reset after ``cut`` response bytes (headers
+    included) and no retry is allowed: the bytes before the cut arrive, then the error, with
+    the URL and the offset of the first byte that did not."""
+    data = random.Random(cut).randbytes(1_000_000)
+    raw_client.put_object(Bucket=bucket, Key="cut.bin", Body=data)
+    proxy = faulty_proxy(seaweed.ports["s3.port"], cut_after=cut, reset=True)
+    from wds_cloud.openers.s3 import S3Opener
+
+    url = f"s3://{bucket}/cut.bin"
+    source = S3Opener(make_config(proxy.url, retries=0)).open(url)
+    stream = ReadAhead(source, url=url, limit=4096, piece=1000)
+    out = bytearray()
+    with pytest.raises(ShardReadError) as info:
+        while chunk := stream.read(777):
+            out += chunk
+    assert 0 < len(out) < cut
+    assert bytes(out) == data[: len(out)]
+    assert info.value.url == url
+    assert info.value.offset == len(out)
+    stream.close()
+    _no_threads_left()
