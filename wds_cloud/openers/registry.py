@@ -14,7 +14,12 @@ from collections.abc import Iterator
 from typing import IO, Any, Protocol, runtime_checkable
 
 from wds_cloud.errors import MissingDependencyError, UnsupportedSchemeError
-from wds_cloud.openers.readahead import REMOTE_SCHEMES, ReadAhead, readahead_bytes
+from wds_cloud.openers.readahead import (
+    DEFAULT_READAHEAD,
+    REMOTE_SCHEMES,
+    ReadAhead,
+    readahead_bytes,
+)
 
 
 @runtime_checkable
@@ -240,7 +245,7 @@ class OpenerRegistry:
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.readahead = state["readahead"]
+        self.readahead = state.get("readahead", DEFAULT_READAHEAD)
         self._entries = state["entries"]
         self._extras = state["extras"]
         self._resolved = {}
