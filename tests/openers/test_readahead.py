@@ -227,6 +227,17 @@ def test_open_ahead_order_errors_and_close() -> None:
         except KeyError:
             got.append(-1)
     assert got == [0, 1, 2, -1, 4, 5]
+    pulled: list[int] = []
+
+    def source(n: int) -> Iterator[int]:
+        for i in range(n):
+            pulled.append(i)
+            yield i
+
+    # Items that are not opened early are not taken ahead either (a directory queue deletes
+    # the previous file when the next one is asked for).
+    for item, _get in open_ahead(source(4), open_item, early=lambda i: False, close=closed.append):
+        assert pulled[-1] == item
     gen = open_ahead(range(6), open_item, early=lambda i: True, close=closed.append)
     _item, get = next(gen)
     assert get() == 0

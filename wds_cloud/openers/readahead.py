@@ -298,28 +298,38 @@ def open_ahead(
     close: Callable[[T], None],
 ) -> Iterator[tuple[Any, Callable[[], T]]]:
     """Yield ``(item, get)`` for each item; ``get()`` returns ``open_item(item)`` or raises
-    its error. While the caller works on item ``i``, item ``i + 1`` is already being opened in
-    a background thread when ``early(item)`` says so (otherwise ``get`` opens it on the spot).
+    its error.
 
-    One item is taken from ``items`` ahead of the one handed out. Anything opened early and not
-    taken (the caller stopped) is passed to ``close``.
+    When ``early(item)`` holds for the item handed out, the next one is taken from ``items``
+    at once and, if ``early`` holds for it too, opened in a background thread while the caller
+    works on the current one. Otherwise nothing is taken ahead (shard lists that act when the
+    next shard is asked for, such as a directory queue that deletes finished files, see the
+    same order as without this function). Anything opened early and not taken (the caller
+    stopped) is passed to ``close``.
     """
     it = iter(items)
-    pending: tuple[Any, _Opening[T] | None] | None = None
+    ahead: tuple[Any, _Opening[T] | None] | None = None
     try:
-        for item in it:
-            opening = _Opening(open_item, item) if pending is not None and early(item) else None
-            if pending is None:
-                pending = (item, None)
-                continue
-            current, pending = pending, (item, opening)
-            yield current[0], _getter(open_item, *current)
-        if pending is not None:
-            current, pending = pending, None
-            yield current[0], _getter(open_item, *current)
+        while True:
+            if ahead is not None:
+                (item, opening), ahead = ahead, None
+            else:
+                item = next(it, _END)
+                if item is _END:
+                    return
+                opening = None
+            if early(item):
+                following = next(it, _END)
+                if following is not _END:
+                    started = _Opening(open_item, following) if early(following) else None
+                    ahead = (following, started)
+            yield item, _getter(open_item, item, opening)
     finally:
-        if pending is not None and pending[1] is not None:
-            pending[1].discard(close)
+        if ahead is not None and ahead[1] is not None:
+            ahead[1].discard(close)
+
+
+_END = object()
 
 
 def _getter(
