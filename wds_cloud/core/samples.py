@@ -24,6 +24,7 @@ from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.tar import Warn, iter_tar, iter_tar_positions
 from wds_cloud.errors import SampleError, ShardError
+from wds_cloud.openers.readahead import open_ahead
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
 
@@ -316,6 +317,12 @@ class ShardOpener:
         registry = self.registry or default_registry()
         return registry.open(url, **self.open_options), _local_path(url)
 
+    def opens_early(self, url: str) -> bool:
+        """Whether a shard reader may open ``url`` while the shard before it is being read
+        (remote streams read ahead, no cache; see :mod:`wds_cloud.openers.readahead`)."""
+        registry = self.registry or default_registry()
+        return self.cache_dir is None and registry.reads_ahead(url)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_cache"] = None
@@ -359,12 +366,27 @@ def tarfile_samples(
     """
     if opener is None:
         opener = ShardOpener(registry, cache_dir, cache_size, **open_options)
-    for item in src:
+    shard_opener = opener
+
+    def early(item: Any) -> bool:  # open the next shard while this one is read?
+        if _url_opener_override() is not None:
+            return False
+        try:
+            return shard_opener.opens_early(_shard_url(item))
+        except SampleError:
+            return False  # reported when the item is reached
+
+    for item, opened_stream in open_ahead(
+        src,
+        lambda item: shard_opener.open(_shard_url(item)),
+        early=early,
+        close=lambda opened: opened[0].close(),
+    ):
         try:
             url = _shard_url(item)
             override = _url_opener_override()
             if override is None:
-                stream, local_path = opener.open(url)
+                stream, local_path = opened_stream()
             else:
                 opened = next(iter(override([{"url": url}], handler=handler)), None)
                 if opened is None:

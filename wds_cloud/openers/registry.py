@@ -14,6 +14,12 @@ from collections.abc import Iterator
 from typing import IO, Any, Protocol, runtime_checkable
 
 from wds_cloud.errors import MissingDependencyError, UnsupportedSchemeError
+from wds_cloud.openers.readahead import (
+    DEFAULT_READAHEAD,
+    REMOTE_SCHEMES,
+    ReadAhead,
+    readahead_bytes,
+)
 
 
 @runtime_checkable
@@ -69,9 +75,16 @@ class OpenerRegistry:
 
     Args:
         builtins: register the built-in backends (lazily) when True.
+        readahead: bytes read ahead per stream of a remote scheme (``s3``, ``gs``, ``http``,
+            ``ais``) by a background thread, with the next shard opened early; ``0`` turns both
+            off; None: ``WDS_CLOUD_READAHEAD`` or 16 MiB (see :mod:`wds_cloud.openers.readahead`).
+
+    Raises:
+        ConfigError: ``readahead`` (or ``WDS_CLOUD_READAHEAD``) is not a byte count.
     """
 
-    def __init__(self, *, builtins: bool = True) -> None:
+    def __init__(self, *, builtins: bool = True, readahead: int | str | None = None) -> None:
+        self.readahead = readahead_bytes(readahead)
         self._entries: dict[str, Any] = {}
         self._extras: dict[str, str | None] = {}
         self._resolved: dict[str, Any] = {}
@@ -179,9 +192,17 @@ class OpenerRegistry:
         return self.get(url_scheme(url))
 
     def open(self, url: str, **options: Any) -> IO[bytes]:
-        """Open ``url`` for reading with the opener registered for its scheme."""
+        """Open ``url`` for reading with the opener registered for its scheme; streams of the
+        remote schemes are read ahead by a background thread (:attr:`readahead` bytes)."""
         opener: Opener = self.for_url(url)
-        return opener.open(url, **options)
+        stream = opener.open(url, **options)
+        if self.reads_ahead(url):
+            return ReadAhead(stream, url=url, limit=self.readahead)  # type: ignore[return-value]
+        return stream
+
+    def reads_ahead(self, url: str) -> bool:
+        """Whether :meth:`open` reads ``url`` ahead (and shard readers open it early)."""
+        return self.readahead > 0 and url_scheme(url) in REMOTE_SCHEMES
 
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
         """Bytes ``offset .. offset + length`` of ``url``: the opener's ``read_range`` (one
@@ -218,9 +239,14 @@ class OpenerRegistry:
 
     def __getstate__(self) -> dict[str, Any]:
         # Resolved lazy entries are re-imported in the child; explicit objects travel as is.
-        return {"entries": dict(self._entries), "extras": dict(self._extras)}
+        return {
+            "entries": dict(self._entries),
+            "extras": dict(self._extras),
+            "readahead": self.readahead,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self.readahead = state.get("readahead", DEFAULT_READAHEAD)
         self._entries = state["entries"]
         self._extras = state["extras"]
         self._resolved = {}
@@ -228,7 +254,7 @@ class OpenerRegistry:
 
     def copy(self) -> OpenerRegistry:
         """A registry with the same entries, to customise without touching this one."""
-        new = OpenerRegistry(builtins=False)
+        new = OpenerRegistry(builtins=False, readahead=self.readahead)
         new._entries = dict(self._entries)
         new._extras = dict(self._extras)
         return new
