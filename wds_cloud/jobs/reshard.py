@@ -6,9 +6,9 @@ the order into output shards (``maxcount``/``maxsize``/``nshards``) and gives ea
 to one task, which fetches its samples by ranged reads (consecutive samples of one input: one
 read) and writes them in order. Memory per task: one output shard at most.
 
-On AIStore (both URLs ``ais://``) a shuffle can run server-side as a dSort job: when
-:func:`wds_cloud.dsort.reshard_via_dsort` exists, ``reshard(..., shuffle=True)`` hands the job
-to it (see :func:`dsort_hook`).
+On AIStore (inputs and output ``ais://``) a shuffle bounded by ``maxsize`` runs server-side as
+one dSort job (:func:`wds_cloud.dsort.reshard_via_dsort`, chosen by :func:`dsort_hook`;
+``dsort=False`` keeps it on the engine).
 """
 
 from __future__ import annotations
