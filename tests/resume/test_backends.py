@@ -257,6 +257,38 @@ def test_resume_through_an_ais_etl(ais_emulator: Any, upper_etl: str) -> None:  
     assert etl_gets and all(r is None for r in etl_gets)
 
 
+@pytest.mark.ais
+def test_resume_through_an_ais_etl_with_samples_in_buffers(
+    ais_emulator: Any,
+    upper_etl: str,  # noqa: F811
+) -> None:
+    """Samples that sat in a shuffle buffer cannot be fetched by range through an ETL (its
+    offsets are the transformed stream's): such a shard is read again from its start and the
+    wanted samples picked; every sample once, transformed."""
+    import wds_cloud as wds
+    from wds_cloud.openers.ais import AisOpener
+
+    ais_emulator.store.create_bucket("etlbuf")
+    urls, keys = [], []
+    for i in range(3):
+        data, k = shard_bytes(i, 25, payload=500)
+        ais_emulator.store.put_object("etlbuf", f"shard-{i}.tar", data)
+        urls.append(f"ais://etlbuf/shard-{i}.tar?etl={upper_etl}")
+        keys.extend(k)
+    registry = _registry("ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0))
+
+    def make() -> Any:
+        return (
+            wds.WebDataset(urls, shardshuffle=False, registry=registry, seed=5)
+            .shuffle(20)
+            .to_tuple("txt")
+        )
+
+    delivered, _ = run_interrupted(make, [12, 30, 5])
+    assert_exactly_once([k.lower() for k in delivered], keys)
+    assert all(k == k.upper() for k in delivered)
+
+
 def test_resume_over_an_http_server_that_ignores_range(tmp_path: Path) -> None:
     """A server answering every ranged GET with 200 and the whole shard: tails and buffered
     samples are still the right bytes (read from the start and skipped), each sample once."""

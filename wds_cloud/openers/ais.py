@@ -410,6 +410,12 @@ class AisOpener:
         reader.position = offset
         return cast(IO[bytes], reader.start())
 
+    def byte_addressable(self, url: str) -> bool:
+        """False for a URL through an inline ETL: offsets in what it reads are the transformed
+        stream's, which :meth:`read_range` cannot fetch (resume then reads such a shard from its
+        start)."""
+        return not self.target(url).etl
+
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
         """Bytes ``offset .. offset + length`` of an object with one ranged GET (resumed like a
         streaming read if the connection drops).

@@ -188,7 +188,7 @@ def read_item(
         "zero_copy": zero_copy,
     }
     compressed = url.lower().endswith(_COMPRESSED)
-    if item.whole or compressed:
+    if item.whole or compressed or (item.ranges and not _byte_addressable(opener, url)):
         opened = _handled(lambda: opener.open(url), handler)
         if opened is None:
             return
@@ -200,7 +200,7 @@ def read_item(
             if item.whole:
                 yield from pairs
                 return
-            log.info("%s is compressed: reading it from the start to resume inside it", url)
+            log.info("%s: reading it from the start to resume inside it", url)
             for sample, ids in pairs:
                 if ids and _wanted(item, ids[0][1]):
                     yield sample, ids
@@ -280,6 +280,16 @@ def _fetch_ranges(
         for _, future in pending:
             future.cancel()
         pool.shutdown(wait=False)
+
+
+def _byte_addressable(opener: ShardOpener, url: str) -> bool:
+    """Whether byte ranges of ``url`` can be fetched as the reader saw them. An opener says
+    otherwise with ``byte_addressable(url) -> False`` (an AIStore inline ETL: the offsets are
+    the transformed stream's, which has no ranged reads); such shards are read from the start
+    and the wanted samples picked, like compressed ones."""
+    registry = opener.registry or default_registry()
+    check = getattr(registry.for_url(url), "byte_addressable", None)
+    return True if check is None else bool(check(url))
 
 
 def _wanted(item: WorkItem, start: int) -> bool:
