@@ -228,6 +228,18 @@ def test_the_fallback_without_open_at_reads_them(backend: Backend) -> None:
     assert sent > 3 * tail_bytes  # the whole shard: 200 samples, 150 of them consumed
 
 
+def _etl_shards(emulator: Any, bucket: str, etl: str) -> tuple[list[str], list[str]]:
+    """Three shards of 25 samples in ``bucket``, as URLs read through ``etl``, and their keys."""
+    emulator.store.create_bucket(bucket)
+    urls, keys = [], []
+    for i in range(3):
+        data, k = shard_bytes(i, 25, payload=500)
+        emulator.store.put_object(bucket, f"shard-{i}.tar", data)
+        urls.append(f"ais://{bucket}/shard-{i}.tar?etl={etl}")
+        keys.extend(k)
+    return urls, keys
+
+
 @pytest.mark.ais
 def test_resume_through_an_ais_etl(ais_emulator: Any, upper_etl: str) -> None:  # noqa: F811
     """Through an inline ETL the tail is read from the transformed object's start up to the
@@ -235,13 +247,7 @@ def test_resume_through_an_ais_etl(ais_emulator: Any, upper_etl: str) -> None:  
     import wds_cloud as wds
     from wds_cloud.openers.ais import AisOpener
 
-    ais_emulator.store.create_bucket("etl")
-    urls, keys = [], []
-    for i in range(3):
-        data, k = shard_bytes(i, 25, payload=500)
-        ais_emulator.store.put_object("etl", f"shard-{i}.tar", data)
-        urls.append(f"ais://etl/shard-{i}.tar?etl={upper_etl}")
-        keys.extend(k)
+    urls, keys = _etl_shards(ais_emulator, "etl", upper_etl)
     opener = counting(AisOpener)(endpoint=ais_emulator.url, retries=2, backoff=0.0)
     opener.starts = []
     registry = _registry("ais", opener)
@@ -268,13 +274,7 @@ def test_resume_through_an_ais_etl_with_samples_in_buffers(
     import wds_cloud as wds
     from wds_cloud.openers.ais import AisOpener
 
-    ais_emulator.store.create_bucket("etlbuf")
-    urls, keys = [], []
-    for i in range(3):
-        data, k = shard_bytes(i, 25, payload=500)
-        ais_emulator.store.put_object("etlbuf", f"shard-{i}.tar", data)
-        urls.append(f"ais://etlbuf/shard-{i}.tar?etl={upper_etl}")
-        keys.extend(k)
+    urls, keys = _etl_shards(ais_emulator, "etlbuf", upper_etl)
     registry = _registry("ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0))
 
     def make() -> Any:
