@@ -165,3 +165,44 @@ def test_prefetcher_cuda_moves_and_matches(shard_urls: list[str]) -> None:
         assert torch.equal(images[:, 0, 0].long(), cls)
         labels.extend(cls.cpu().tolist())
     assert sorted(labels) == list(range(TOTAL))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_device_prefetcher_on_cpu_resumes_exactly(shard_urls: list[str], workers: int) -> None:
+    """On a device batches are not read ahead for, the prefetcher's state is the loader's: a
+    checkpoint mid-epoch resumes with every sample once."""
+    import json
+
+    def make() -> Any:
+        return make_loader(
+            shard_urls,
+            batch_size=8,
+            num_workers=workers,
+            to_tuple="npy cls",
+            decode="rgb8",
+            shuffle_buffer=16,
+            seed=3,
+            device="cpu",
+            prefetch_to_device=True,
+        )
+
+    first = make()
+    assert isinstance(first, DevicePrefetcher)
+    seen: list[int] = []
+    for step, (_, labels) in enumerate(first, 1):
+        seen += [int(x) for x in labels]
+        if step == 3:
+            state = json.loads(json.dumps(first.state_dict()))
+            break
+    rest = make()
+    rest.load_state_dict(state)
+    seen += _labels(rest)
+    assert sorted(seen) == list(range(TOTAL))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_device_prefetcher_on_cuda_refuses_a_state(shard_urls: list[str]) -> None:
+    loader = make_loader(shard_urls, batch_size=8, to_tuple="npy cls", device="cuda")
+    next(iter(loader))
+    with pytest.raises(ConfigError, match="next batch is already read"):
+        loader.state_dict()

@@ -126,6 +126,29 @@ class DevicePrefetcher:
         if hasattr(self.loader, "set_epoch"):
             self.loader.set_epoch(epoch)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's resume state (``docs/resume.md``): exact on a device the batches are
+        not read ahead for (``cpu``, or any non-CUDA device).
+
+        Raises:
+            ConfigError: on CUDA, where batch ``i + 1`` is already taken from the loader when
+                batch ``i`` is handed out, so the loader would count it as delivered; build the
+                loader without ``device=`` and move batches with :func:`move_to_device` to
+                checkpoint.
+        """
+        if self.device.type == "cuda":
+            raise ConfigError(
+                "DevicePrefetcher.state_dict(): on CUDA the next batch is already read when a "
+                "batch is handed out, so a checkpoint would skip it; to checkpoint, build the "
+                "loader without device= and move each batch with move_to_device (docs/resume.md)"
+            )
+        state: dict[str, Any] = self.loader.state_dict()  # type: ignore[attr-defined]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` deliver what ``state`` did not (forwarded to the loader)."""
+        self.loader.load_state_dict(state)  # type: ignore[attr-defined]
+
     def __iter__(self) -> Iterator[Any]:
         if self.device.type != "cuda":
             if self.device.type == "cpu":
