@@ -320,25 +320,10 @@ def s3_env(endpoint: str) -> dict[str, str]:
 
 
 def s3_client(endpoint: str) -> Any:
-    import boto3
-    import botocore.config
+    from tests.support.seaweed import boto3_client, create_bucket
 
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id=KEY_ID,
-        aws_secret_access_key=SECRET,
-        config=botocore.config.Config(s3={"addressing_style": "path"}),
-    )
-    for attempt in range(100):
-        try:
-            client.create_bucket(Bucket=BUCKET)
-            break
-        except Exception:
-            if attempt == 99:
-                raise
-            time.sleep(0.1)
+    client = boto3_client(endpoint, access_key=KEY_ID, secret_key=SECRET)
+    create_bucket(client, BUCKET)
     return client
 
 

@@ -287,10 +287,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
 
-    import boto3
-
     import wds_cloud as wds
-    from tests.support.seaweed import SeaweedServer
+    from tests.support.seaweed import SeaweedServer, boto3_client, create_bucket
     from wds_cloud.openers.registry import OpenerRegistry
     from wds_cloud.openers.s3 import S3Opener
 
@@ -306,21 +304,8 @@ def main(argv: list[str] | None = None) -> None:
         nsamples = args.shards * args.per_shard
         with SeaweedServer(Path(tmp) / "weed", access_key=KEY_ID, secret_key=SECRET) as server:
             endpoint = server.endpoint_url
-            client = boto3.client(
-                "s3",
-                endpoint_url=endpoint,
-                region_name=REGION,
-                aws_access_key_id=KEY_ID,
-                aws_secret_access_key=SECRET,
-            )
-            for attempt in range(100):
-                try:
-                    client.create_bucket(Bucket=BUCKET)
-                    break
-                except Exception:
-                    if attempt == 99:
-                        raise
-                    time.sleep(0.1)
+            client = boto3_client(endpoint, access_key=KEY_ID, secret_key=SECRET)
+            create_bucket(client, BUCKET)
             urls = []
             for i, blob in enumerate(blobs):
                 client.put_object(Bucket=BUCKET, Key=f"train/shard-{i:04d}.tar", Body=blob)

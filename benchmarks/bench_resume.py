@@ -605,9 +605,8 @@ def _measure_s3(
 ) -> None:
     """Start SeaweedFS (with its Prometheus port), upload the shards and the peers'
     conversions, measure every library over ``s3://``."""
-    import boto3
 
-    from tests.support.seaweed import SeaweedServer, free_ports
+    from tests.support.seaweed import SeaweedServer, boto3_client, create_bucket, free_ports
 
     port = free_ports(1)[0]
     metrics = f"http://127.0.0.1:{port}/metrics"
@@ -616,21 +615,8 @@ def _measure_s3(
         work / "weed", access_key=KEY_ID, secret_key=SECRET, extra_args=flags
     ) as server:
         endpoint = server.endpoint_url
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=KEY_ID,
-            aws_secret_access_key=SECRET,
-        )
-        for attempt in range(100):
-            try:
-                client.create_bucket(Bucket=BUCKET)
-                break
-            except Exception:
-                if attempt == 99:
-                    raise
-                time.sleep(0.1)
+        client = boto3_client(endpoint, access_key=KEY_ID, secret_key=SECRET)
+        create_bucket(client, BUCKET)
         uploads = {"wds_cloud": {os.path.basename(p): Path(p) for p in paths}}
         for lib in libs:
             converted = work / lib / "converted"

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.seaweed import SeaweedServer
+from tests.support.seaweed import SeaweedServer, boto3_client, create_bucket
 
 KEY_ID = "benchkey"
 SECRET = "benchsecret"
@@ -162,28 +162,14 @@ def main(argv: list[str] | None = None) -> None:
         AWS_REGION=REGION,
     )
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    import boto3
 
     with (
         tempfile.TemporaryDirectory(prefix="bench-s3-") as tmp,
         SeaweedServer(Path(tmp) / "weed", access_key=KEY_ID, secret_key=SECRET) as server,
     ):
         endpoint = server.endpoint_url
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=KEY_ID,
-            aws_secret_access_key=SECRET,
-        )
-        for attempt in range(100):
-            try:
-                client.create_bucket(Bucket=BUCKET)
-                break
-            except Exception:
-                if attempt == 99:
-                    raise
-                time.sleep(0.1)
+        client = boto3_client(endpoint, access_key=KEY_ID, secret_key=SECRET)
+        create_bucket(client, BUCKET)
         urls = []
         shard_bytes = args.shard_mib << 20
         for i in range(args.shards):

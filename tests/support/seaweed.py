@@ -253,8 +253,11 @@ def create_bucket(client: Any, name: str, attempts: int = 100) -> str:
     raise AssertionError("unreachable")
 
 
-def boto3_client(endpoint_url: str) -> Any:
-    """A plain boto3 S3 client with the session identity, for arranging and checking data."""
+def boto3_client(
+    endpoint_url: str, *, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY
+) -> Any:
+    """A plain boto3 S3 client (the session identity unless given), for arranging and checking
+    data."""
     import boto3
     import botocore.config
 
@@ -262,7 +265,7 @@ def boto3_client(endpoint_url: str) -> Any:
         "s3",
         endpoint_url=endpoint_url,
         region_name=REGION,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
         config=botocore.config.Config(s3={"addressing_style": "path"}),
     )
