@@ -90,6 +90,17 @@ def read_full(stream: Any, n: int) -> bytes:
     return b"".join(parts)
 
 
+def skip_bytes(stream: Any, n: int) -> int:
+    """Read and drop ``n`` bytes of ``stream`` (for streams that cannot seek); returns how many
+    could not be skipped because the stream ended first (0 normally)."""
+    while n > 0:
+        dropped = len(read_full(stream, min(n, 1 << 22)))
+        if not dropped:
+            break
+        n -= dropped
+    return n
+
+
 def _peek_kind(stream: Any) -> tuple[str, Any]:
     """Detect compression from magic bytes; return (kind, stream to read the tar from)."""
     fileno = getattr(stream, "fileno", None)

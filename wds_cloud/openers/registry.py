@@ -217,18 +217,12 @@ class OpenerRegistry:
         method = getattr(opener, "read_range", None)
         if callable(method):
             return bytes(method(url, offset, length, **options))
-        from wds_cloud.core.tarsource import read_full
+        from wds_cloud.core.tarsource import read_full, skip_bytes
         from wds_cloud.errors import ShardReadError
 
         stream = opener.open(url, **options)
         try:
-            skip = offset
-            while skip > 0:
-                dropped = len(read_full(stream, min(skip, 1 << 22)))
-                if not dropped:
-                    break
-                skip -= dropped
-            data = read_full(stream, length) if skip == 0 else b""
+            data = read_full(stream, length) if skip_bytes(stream, offset) == 0 else b""
         finally:
             stream.close()
         if len(data) < length:

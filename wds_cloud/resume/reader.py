@@ -30,7 +30,7 @@ from wds_cloud.core.samples import (
     group_members,
 )
 from wds_cloud.core.tar import iter_tar_positions
-from wds_cloud.core.tarsource import read_full
+from wds_cloud.core.tarsource import skip_bytes
 from wds_cloud.openers.registry import default_registry, url_scheme
 from wds_cloud.resume.state import SampleId, WorkItem
 
@@ -147,12 +147,7 @@ def open_at(opener: ShardOpener, url: str, offset: int) -> tuple[IO[bytes], int]
     if callable(method):
         return method(url, offset, **opener.open_options), offset
     stream, _ = opener.open(url)  # cannot seek: read the bytes before the offset and drop them
-    skip = offset
-    while skip > 0:
-        got = len(read_full(stream, min(skip, 1 << 22)))
-        if not got:
-            break
-        skip -= got
+    skip_bytes(stream, offset)
     return stream, offset
 
 
