@@ -103,3 +103,20 @@ def random_stops(seed: int, n: int, high: int) -> list[int]:
     """``n`` random stopping points in ``1..high``."""
     rng = random.Random(seed)
     return [rng.randint(1, high) for _ in range(n)]
+
+
+def counting(cls: type) -> type:
+    """The backend's real opener class, noting the offset every stream starts at."""
+
+    class Counting(cls):  # type: ignore[valid-type, misc]
+        starts: list[int]
+
+        def open(self, url: str, **options: Any) -> Any:
+            self.starts.append(0)
+            return super().open(url, **options)
+
+        def open_at(self, url: str, offset: int, **options: Any) -> Any:
+            self.starts.append(offset)
+            return super().open_at(url, offset, **options)
+
+    return Counting

@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from tests.ais.conftest import etl_url, upper_etl  # noqa: F401 - fixtures
-from tests.resume.helpers import assert_exactly_once, key_of, run_interrupted, shard_bytes
+from tests.resume.helpers import (
+    assert_exactly_once,
+    counting,
+    key_of,
+    run_interrupted,
+    shard_bytes,
+)
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.http_server import HttpFileServer
 from wds_cloud.openers.registry import OpenerRegistry
@@ -116,23 +122,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         yield from _gcs(request.getfixturevalue("fake_gcs"))
     else:
         yield from _ais(request.getfixturevalue("ais_emulator"))
-
-
-def counting(cls: type) -> type:
-    """The backend's real opener class, noting the offset every stream starts at."""
-
-    class Counting(cls):  # type: ignore[valid-type, misc]
-        starts: list[int]
-
-        def open(self, url: str, **options: Any) -> Any:
-            self.starts.append(0)
-            return super().open(url, **options)
-
-        def open_at(self, url: str, offset: int, **options: Any) -> Any:
-            self.starts.append(offset)
-            return super().open_at(url, offset, **options)
-
-    return Counting
 
 
 class StreamOnly:

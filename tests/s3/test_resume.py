@@ -6,25 +6,11 @@ from typing import Any
 
 import pytest
 
-from tests.resume.helpers import assert_exactly_once, run_interrupted, shard_bytes
+from tests.resume.helpers import assert_exactly_once, counting, run_interrupted, shard_bytes
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Opener
 
 pytestmark = [pytest.mark.s3]
-
-
-class CountingS3(S3Opener):
-    """The real S3 opener, counting where streams start."""
-
-    starts: list[int] = []
-
-    def open(self, url: str, **options: Any) -> Any:
-        self.starts.append(0)
-        return super().open(url, **options)
-
-    def open_at(self, url: str, offset: int, **options: Any) -> Any:
-        self.starts.append(offset)
-        return super().open_at(url, offset, **options)
 
 
 def test_resume_over_s3_exactly_once(s3_config: Any, raw_client: Any, bucket: str) -> None:
@@ -36,7 +22,8 @@ def test_resume_over_s3_exactly_once(s3_config: Any, raw_client: Any, bucket: st
         raw_client.put_object(Bucket=bucket, Key=f"r/shard-{i}.tar", Body=data)
         urls.append(f"s3://{bucket}/r/shard-{i}.tar")
         keys.extend(k)
-    opener = CountingS3(s3_config)
+    opener = counting(S3Opener)(s3_config)
+    opener.starts = []
     registry = OpenerRegistry()
     registry.register("s3", opener, override=True)
 
@@ -47,11 +34,10 @@ def test_resume_over_s3_exactly_once(s3_config: Any, raw_client: Any, bucket: st
             .to_tuple("txt", "cls")
         )
 
-    CountingS3.starts = []
     delivered, states = run_interrupted(make, [20, 40, 33])
     assert_exactly_once(delivered, keys)
     # each resume reads the shard being read at the checkpoint from an offset, not from 0
-    assert sum(1 for s in CountingS3.starts if s > 0) >= 3
+    assert sum(1 for s in opener.starts if s > 0) >= 3
     assert all(len(s["open"]) <= 3 for s in states)
 
 
