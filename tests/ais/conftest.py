@@ -15,6 +15,7 @@ from tests.emulators.ais.server import AisEmulator
 from tests.support import tarbuild
 from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
 from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.registry import OpenerRegistry
 
 ETL_NAME = "upper-etl"
 
@@ -105,3 +106,19 @@ def upper_etl(ais_emulator: AisEmulator, etl_url: str) -> str:
     """Registers the test ETL with the emulator under :data:`ETL_NAME`; returns the name."""
     ais_emulator.register_etl(ETL_NAME, etl_url)
     return ETL_NAME
+
+
+@pytest.fixture(scope="module")
+def emulator(ais_server: AisEmulator) -> AisEmulator:
+    """The session's emulator, emptied once for a module that shares data between its tests."""
+    ais_server.reset()
+    return ais_server
+
+
+@pytest.fixture(scope="module")
+def registry(emulator: AisEmulator) -> OpenerRegistry:
+    """An opener registry on :func:`emulator` (module-scoped, like the data it reads)."""
+    registry = OpenerRegistry()
+    opener = AisOpener(endpoint=emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
+    registry.register("ais", opener, override=True)
+    return registry

@@ -10,27 +10,11 @@ import pytest
 import wds_cloud as wds
 from tests.emulators.ais.server import AisEmulator
 from tests.support import indexcheck
-from wds_cloud.openers.ais import AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.ais
 
 BUCKET = "index-tests"
-
-
-@pytest.fixture(scope="module")
-def emulator(ais_server: AisEmulator) -> AisEmulator:
-    """The session's emulator, emptied once for this module's shared data."""
-    ais_server.reset()
-    return ais_server
-
-
-@pytest.fixture(scope="module")
-def registry(emulator: AisEmulator) -> OpenerRegistry:
-    registry = OpenerRegistry()
-    opener = AisOpener(endpoint=emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
-    registry.register("ais", opener, override=True)
-    return registry
 
 
 @pytest.fixture(scope="module")
