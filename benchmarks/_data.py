@@ -23,6 +23,7 @@ A data set is stored in ``<root>/<regime>-<hash of its parameters>/`` and reused
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import json
@@ -210,3 +211,29 @@ def warm(paths: tuple[str, ...] | list[str]) -> None:
         with open(path, "rb", buffering=0) as f:
             while f.readinto(buf):
                 pass
+
+
+def add_run_options(parser: Any, root: str) -> None:
+    """The options of the interleaved benchmarks (``bench_decode``, ``bench_loader``):
+    ``--quick --out --data-dir --rounds --min-seconds --per-shard`` and the hidden
+    ``--worker --urls`` of their measuring subprocess."""
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", help="write the results as JSON to this file")
+    parser.add_argument("--data-dir", default=os.path.join(root, "bench_data"))
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--min-seconds", type=float, help="timed seconds per measurement")
+    parser.add_argument("--per-shard", type=int, help="samples per shard (smaller data, for tests)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--urls", help=argparse.SUPPRESS)
+
+
+def run_conf(args: Any, quick: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
+    """The run configuration: ``quick`` or ``full`` with the options of
+    :func:`add_run_options` applied (``specs`` maps a regime to ``(shards, per_shard)``)."""
+    conf = dict(quick if args.quick else full)
+    conf["rounds"] = args.rounds or conf["rounds"]
+    if args.min_seconds is not None:
+        conf["min_seconds"] = args.min_seconds
+    if args.per_shard:
+        conf["specs"] = {r: (n, args.per_shard) for r, (n, _) in conf["specs"].items()}
+    return conf

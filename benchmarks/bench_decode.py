@@ -119,28 +119,16 @@ def run(lib: str, pythonpath: str, cell: Cell, urls: list[str], conf: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry; see the module docstring."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", help="write the results as JSON to this file")
-    p.add_argument("--data-dir", default=os.path.join(ROOT, "bench_data"))
-    p.add_argument("--rounds", type=int)
+    _data.add_run_options(p, ROOT)
     p.add_argument("--baseline", help="directory holding another wds_cloud checkout to compare")
-    p.add_argument("--per-shard", type=int, help="samples per shard (smaller data, for tests)")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--cell", help=argparse.SUPPRESS)
-    p.add_argument("--urls", help=argparse.SUPPRESS)
-    p.add_argument("--min-seconds", type=float, help="timed seconds per measurement")
     args = p.parse_args(argv)
     if args.worker:
         cell = Cell(*json.loads(args.cell))
         print(json.dumps(worker(args.worker, cell, json.loads(args.urls), args.min_seconds)))
         return 0
 
-    conf = dict(QUICK if args.quick else FULL)
-    conf["rounds"] = args.rounds or conf["rounds"]
-    if args.min_seconds is not None:
-        conf["min_seconds"] = args.min_seconds
-    if args.per_shard:
-        conf["specs"] = {r: (n, args.per_shard) for r, (n, _) in conf["specs"].items()}
+    conf = _data.run_conf(args, QUICK, FULL)
     libs = {"wds_cloud": ROOT, "wds_cloud-pil": ROOT, "webdataset": ROOT}
     if args.baseline:
         libs["baseline"] = os.path.abspath(args.baseline)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 import webdataset.filters as wf
 
-from wds_cloud.core.collate import default_collation_fn, torch_collate
+from wds_cloud.core.collate import default_collation_fn, rows_view, torch_collate
 from wds_cloud.errors import SampleError
 
 
@@ -96,3 +99,58 @@ def test_torch_collate() -> None:
     assert isinstance(batch["strs"], list)  # string arrays have no torch dtype
     tup = torch_collate([(np.zeros(2), 1), (np.ones(2), 2)])
     assert isinstance(tup, tuple) and tup[0].shape == (2, 2) and tup[1].tolist() == [1, 2]
+
+
+# -- rows_view: torch_collate of consecutive rows of one tensor is a view, never other values
+
+
+def _row_cases(rng: random.Random) -> list[tuple[str, list[Any]]]:
+    dtype = rng.choice([torch.uint8, torch.int64, torch.float32, torch.bool])
+    shape = tuple(rng.randint(1, 4) for _ in range(rng.randint(0, 3)))
+    n = rng.randint(2, 9)
+    base = (torch.rand((n + 3, *shape)) * 100).to(dtype)
+    start = rng.randint(0, 3)
+    rows = list(base[start : start + n])
+    other = (torch.rand((n, *shape)) * 100).to(dtype)
+    cases = [("consecutive", rows), ("reversed", rows[::-1])]
+    cases.append(("every other", list(base)[::2]))
+    cases.append(("two tensors", rows[: n // 2] + list(other)[n // 2 :]))
+    cases.append(("separate tensors", [r.clone() for r in rows]))
+    if shape:
+        cases.append(("transposed rows", list(base.transpose(0, -1))[:n]))
+    if len(shape) == 1:  # rows of a 1-d window sliding by one element overlap
+        flat = base.reshape(-1)
+        cases.append(("overlapping", [flat[i : i + shape[0]] for i in range(n)]))
+    return cases
+
+
+def test_torch_collate_rows_are_views_with_stack_values() -> None:
+
+    rng = random.Random(5)
+    viewed = copied = 0
+    for _ in range(400):
+        for name, values in _row_cases(rng):
+            expected = torch.stack(values)
+            got = torch_collate([(v,) for v in values])[0]
+            assert got.dtype == expected.dtype and got.shape == expected.shape, name
+            assert torch.equal(got, expected), name
+            view = rows_view(values)
+            if name == "consecutive":
+                assert view is not None
+                assert view.untyped_storage().data_ptr() == values[0].untyped_storage().data_ptr()
+            if view is None:
+                copied += 1
+            else:
+                viewed += 1
+            if name in ("reversed", "two tensors", "separate tensors"):
+                assert view is None, name
+    assert viewed > 400 and copied > 400
+
+
+def test_rows_view_leaves_autograd_to_stack() -> None:
+
+    base = torch.rand(4, 3, requires_grad=True)
+    rows = list(base)
+    assert rows_view(rows) is None
+    torch_collate([(r,) for r in rows])[0].sum().backward()
+    assert base.grad is not None and torch.equal(base.grad, torch.ones(4, 3))

@@ -116,13 +116,45 @@ def default_collation_fn(
     return dict(zip(names, combined, strict=True))
 
 
+def rows_view(values: Sequence[Any]) -> Any:
+    """``torch.stack(values)`` as a view, when ``values`` are consecutive rows of one tensor.
+
+    That is what a main-process ``unbatched()`` then ``batched()`` over the same batch sizes
+    collates (``make_loader`` without a main-process shuffle): the worker's batch comes back
+    without a copy. The rows must share one storage, dtype, shape and strides, with storage
+    offsets in one positive step; then the view reads exactly the memory ``values`` read.
+    None otherwise (including tensors that require grad, which ``torch.stack`` should track).
+    """
+    first = values[0]
+    if len(values) < 2 or first.requires_grad:
+        return None
+    ptr = first.untyped_storage().data_ptr()
+    offset = first.storage_offset()
+    step = values[1].storage_offset() - offset
+    if step <= 0:
+        return None
+    dtype, shape, strides = first.dtype, first.shape, first.stride()
+    for k, v in enumerate(values):
+        if (
+            v.storage_offset() != offset + k * step
+            or v.dtype != dtype
+            or v.shape != shape
+            or v.stride() != strides
+            or v.untyped_storage().data_ptr() != ptr
+            or v.requires_grad
+        ):
+            return None
+    return first.as_strided((len(values), *shape), (step, *strides), offset)
+
+
 def _torch_combine(column: Any, values: list[Any]) -> Any:
     import torch
 
     first = values[0]
     if isinstance(first, torch.Tensor):
         _check_shapes(column, values)
-        return torch.stack(values)
+        view = rows_view(values)
+        return torch.stack(values) if view is None else view
     if isinstance(first, np.ndarray | np.number | np.bool_):
         if isinstance(first, np.ndarray):
             _check_shapes(column, values)
@@ -141,7 +173,9 @@ def torch_collate(samples: Sequence[Any]) -> Any:
     """Collate samples into torch tensors (arrays, tensors, numbers); other values stay lists.
 
     Used as the default ``collation_fn`` of ``WebLoader.batched``. Dicts come back as dicts,
-    tuples as tuples.
+    tuples as tuples. Tensors that are consecutive rows of one tensor (a batch split by
+    ``unbatched()`` and collected again in order) are returned as a view of it, sharing its
+    memory, instead of a copy (:func:`rows_view`).
 
     Raises:
         SampleError: mismatching keys, lengths or shapes.
