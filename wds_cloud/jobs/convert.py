@@ -42,7 +42,8 @@ _SIZE_THREADS = 16  # size requests in flight per engine task
 
 
 def _remote_files(prefix: str, registry: OpenerRegistry) -> list[tuple[str, str, str, str]]:
-    """``(key, ext, url, url)`` for every object under ``prefix`` (keys relative to it)."""
+    """``(key, ext, url, url)`` for every object under ``prefix`` (keys relative to it),
+    sorted by (key, ext) as a directory's files are (URL order differs: ``x-1.jpg`` < ``x.jpg``)."""
     from wds_cloud.cli.create import _split
 
     listed = sorted(registry.for_url(prefix).list(prefix))
@@ -51,6 +52,7 @@ def _remote_files(prefix: str, registry: OpenerRegistry) -> list[tuple[str, str,
         rel = url[len(prefix) :]
         key, ext = _split(rel, url)
         out.append((key, ext, url, url))
+    out.sort(key=lambda m: (m[0], m[1]))
     return out
 
 
