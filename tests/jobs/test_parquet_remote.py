@@ -218,3 +218,26 @@ def test_many_generated_tables_read_the_same_over_http_as_from_disk(tmp_path):
                 ]
             assert [s for s, _ in remote] == [s for s, _ in local] == want, name
     assert os.listdir(root)
+
+
+def test_cli_converts_a_parquet_url_and_refuses_maxsize_for_it(tmp_path):
+    import subprocess
+    import sys
+
+    tables = write_dataset(tmp_path / "www", seed=8, files=2)
+    with HttpFileServer(tmp_path / "www") as server:
+        url = server.url("part-001.parquet")
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "wds_cloud.cli", "job", "convert", url, *args],
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+
+        done = cli("-o", str(tmp_path / "out"), "--maxcount", "30", "--json")
+        refused = cli("-o", str(tmp_path / "no"), "--maxsize", "1e6")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["samples_out"] == 80
+    got = read_samples(sorted(str(p) for p in (tmp_path / "out").glob("*.tar")))
+    assert got == expected_samples({"part-001.parquet": tables["part-001.parquet"]})
+    assert refused.returncode == 1 and "maxsize is not supported for Parquet" in refused.stderr
