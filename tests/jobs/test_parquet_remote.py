@@ -241,3 +241,38 @@ def test_cli_converts_a_parquet_url_and_refuses_maxsize_for_it(tmp_path):
     got = read_samples(sorted(str(p) for p in (tmp_path / "out").glob("*.tar")))
     assert got == expected_samples({"part-001.parquet": tables["part-001.parquet"]})
     assert refused.returncode == 1 and "maxsize is not supported for Parquet" in refused.stderr
+
+
+def test_remote_reads_follow_row_groups_not_the_file(tmp_path):
+    """A 12 MB file of 1.5 MB row groups: no read is much larger than a row group, the tasks
+    together read the file about once, and its size is asked once (by the plan)."""
+    from wds_cloud.openers.http import HttpOpener
+
+    class Noting(HttpOpener):
+        reads: list[int] = []
+        sizes: list[str] = []
+
+        def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
+            self.reads.append(length)
+            return super().read_range(url, offset, length, **options)
+
+        def open_at(self, url: str, offset: int, **options: Any) -> Any:
+            self.sizes.append(url)
+            return super().open_at(url, offset, **options)
+
+    rng = random.Random(9)
+    root = tmp_path / "www"
+    root.mkdir()
+    blobs = pa.array([rng.randbytes(6000) for _ in range(2000)], type=pa.binary())
+    pq.write_table(pa.table({"bin": blobs}), root / "big.parquet", row_group_size=250)
+    file_size = (root / "big.parquet").stat().st_size
+    registry = OpenerRegistry()
+    opener = Noting()
+    registry.register("http", opener, override=True)
+    with HttpFileServer(root) as server:
+        summary = convert(server.url("big.parquet"), str(tmp_path / "o-%02d.tar"),
+                          maxcount=250, registry=registry, manifest=False)  # fmt: skip
+    assert len(summary.shards) == 8 and summary.samples_out == 2000
+    assert file_size > 12e6 and max(opener.reads) < 2 * 250 * 6000
+    assert file_size < sum(opener.reads) < 1.1 * file_size
+    assert len(opener.sizes) == 1

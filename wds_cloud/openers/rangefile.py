@@ -25,8 +25,8 @@ from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
 
-DEFAULT_BLOCK = 1 << 20
-DEFAULT_CACHE_BLOCKS = 8
+DEFAULT_BLOCK = 64 << 10
+DEFAULT_CACHE_BLOCKS = 32
 
 
 def object_size(url: str, registry: OpenerRegistry | None = None) -> int:
