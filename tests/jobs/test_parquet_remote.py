@@ -19,7 +19,7 @@ import pytest
 from tests.jobs.helpers import digests, read_samples
 from tests.s3.conftest import make_config
 from tests.support.http_server import HttpFileServer
-from wds_cloud.errors import ShardNotFoundError, ShardReadError
+from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardReadError
 from wds_cloud.jobs import convert
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Opener
@@ -103,7 +103,7 @@ def expected_samples(tables: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _check_same_as_local(
-    source: str, local: str, registry: OpenerRegistry, tmp_path: Path, tables: dict[str, Any]
+    source: Any, local: str, registry: OpenerRegistry, tmp_path: Path, tables: dict[str, Any]
 ) -> None:
     maxcount = 23
     remote = convert(source, str(tmp_path / "r" / "o-%04d.tar"), maxcount=maxcount,
@@ -172,9 +172,13 @@ def test_ais_prefix_converts_as_local_disk(ais_emulator: Any, tmp_path):
 
 def test_http_objects_convert_as_local_disk(tmp_path):
     tables = write_dataset(tmp_path / "www", seed=4, files=3)
-    (tmp_path / "www" / "short.parquet").write_bytes(b"PAR1")
     registry = OpenerRegistry()
     with HttpFileServer(tmp_path / "www") as server:
+        urls = [server.url(name) for name in sorted(tables)]  # http cannot list: a list
+        _check_same_as_local(urls, str(tmp_path / "www"), registry, tmp_path / "all", tables)
+        with pytest.raises(ConfigError, match="cannot list"):
+            convert(server.url(""), str(tmp_path / "y-%d.tar"), registry=registry)
+        (tmp_path / "www" / "short.parquet").write_bytes(b"PAR1")
         for name in tables:
             out = tmp_path / name
             _check_same_as_local(

@@ -8,7 +8,7 @@ Inputs (``source``):
   (the tar bytes each sample will take, from the files' sizes) exactly as reshard cuts
   (:func:`~wds_cloud.jobs.plan.group_samples`);
 - a Parquet dataset: a local ``.parquet`` file or directory of them, or on any backend one
-  ``.parquet`` object, a glob, or a prefix whose objects are ``.parquet`` files (read through
+  ``.parquet`` object, a list of them, a glob, or a prefix whose objects are ``.parquet`` files (read through
   the openers with ranged reads, :mod:`wds_cloud.jobs.parquet`): a row is a sample, a column a
   member (``key=`` names the key column; else ``<file stem>/<row>``); ``maxcount`` rows a
   shard;
@@ -45,8 +45,9 @@ def _remote_files(prefix: str, registry: OpenerRegistry) -> list[tuple[str, str,
     """``(key, ext, url, url)`` for every object under ``prefix`` (keys relative to it),
     sorted by (key, ext) as a directory's files are (URL order differs: ``x-1.jpg`` < ``x.jpg``)."""
     from wds_cloud.cli.create import _split
+    from wds_cloud.listing import list_pattern
 
-    listed = sorted(registry.for_url(prefix).list(prefix))
+    listed = list_pattern(prefix, registry=registry, extensions=None)
     out = []
     for url in listed:
         rel = url[len(prefix) :]
@@ -136,19 +137,28 @@ def _data_names(urls: Sequence[str]) -> list[str]:
     return [u for u in urls if not u.rstrip("/").rsplit("/", 1)[-1].startswith((".", "_"))]
 
 
+def _is_parquet_name(url: str) -> bool:
+    return url.split("?", 1)[0].lower().endswith(_PARQUET)
+
+
 def _kind(source: Any, registry: OpenerRegistry) -> str:
     from wds_cloud.jobs.parquet import is_parquet
 
     if not isinstance(source, str):
+        names = list(source) if isinstance(source, list | tuple) else []
+        if names and all(isinstance(u, str) and _is_parquet_name(u) for u in names):
+            return "parquet"
         return "shards"
     if url_scheme(source) == "file":
         if os.path.isdir(source) or (os.path.isfile(source) and source.endswith(_PARQUET)):
             return "parquet" if is_parquet(source) else "files"
         return "shards"
-    if source.split("?", 1)[0].lower().endswith(_PARQUET):
+    if _is_parquet_name(source):
         return "parquet"  # one object, or a glob of them
     if source.endswith("/"):
-        listed = _data_names(registry.for_url(source).list(source))
+        from wds_cloud.listing import list_pattern
+
+        listed = _data_names(list_pattern(source, registry=registry, extensions=None))
         if listed and all(u.lower().endswith(_SHARD_SUFFIXES) for u in listed):
             return "shards"
         if listed and all(u.lower().endswith(_PARQUET) for u in listed):
@@ -179,8 +189,8 @@ def convert(
 
     Args:
         source: a directory, an object prefix ending in ``/``, a Parquet dataset (a local
-            file or directory; a ``.parquet`` URL, glob or prefix on any backend), or a shard
-            list.
+            file or directory; a ``.parquet`` URL, glob or prefix on any backend, or a list of
+            ``.parquet`` URLs), or a shard list.
         output: output shard names with one integer format (local, s3, gs, ais).
         maxcount: samples per output shard at most.
         maxsize: tar bytes per output shard at most, measured on the input (files: their

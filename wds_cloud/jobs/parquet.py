@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardReadError
@@ -36,14 +36,17 @@ def _pq() -> Any:
     return pq
 
 
-def parquet_files(path: str, registry: OpenerRegistry | None = None) -> list[str]:
+def parquet_files(path: str | Sequence[str], registry: OpenerRegistry | None = None) -> list[str]:
     """The ``.parquet`` files of ``path``: a local file, a local directory walked in sorted
-    order, or a URL: one object, or a prefix ending in ``/`` or a glob, listed.
+    order, or a URL: one object, or a prefix ending in ``/`` or a glob, listed; or a list of
+    those, in its order.
 
     Raises:
         ConfigError: a local path that is neither a file nor a directory, or holds none.
         ShardNotFoundError: a remote prefix or glob with no ``.parquet`` object.
     """
+    if not isinstance(path, str):
+        return [f for p in path for f in parquet_files(p, registry)]
     if url_scheme(path) != "file":
         from wds_cloud.listing import list_pattern
 
@@ -103,7 +106,7 @@ def open_parquet(
 
 
 def plan_parquet(
-    path: str,
+    path: str | Sequence[str],
     maxcount: int,
     key: str | None,
     columns: list[str] | None,
