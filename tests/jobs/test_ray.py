@@ -51,6 +51,36 @@ def test_ray_writes_the_bytes_the_local_engine_writes(ray_session, tmp_path):
     assert len(local) == 8 + len([n for n in local if n.startswith("c-")]) and local == ray
 
 
+@pytest.mark.s3
+def test_files_and_parquet_from_s3_on_ray_write_the_local_engines_bytes(
+    ray_session, s3_endpoint, raw_client, bucket, tmp_path
+):
+    """Files under an s3:// prefix cut by maxsize (their sizes asked on the Ray workers) and a
+    Parquet prefix read by ranged reads in Ray tasks: the local engine's bytes."""
+    from tests.jobs.test_files_maxsize import write_tree
+    from tests.jobs.test_parquet_remote import write_dataset
+    from tests.s3.conftest import make_config
+    from wds_cloud.openers.registry import OpenerRegistry
+    from wds_cloud.openers.s3 import S3Opener
+
+    write_tree(tmp_path / "src", seed=5, samples=150)
+    write_dataset(tmp_path / "pq", seed=6)
+    for root, prefix in ((tmp_path / "src", "raw/"), (tmp_path / "pq", "pq/")):
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                key = prefix + path.relative_to(root).as_posix()
+                raw_client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+    registry = OpenerRegistry()
+    registry.register("s3", S3Opener(make_config(s3_endpoint)), override=True)
+    for engine in ("local", "ray"):
+        files = convert(f"s3://{bucket}/raw/", str(tmp_path / engine / "f-%03d.tar"),
+                        maxsize=12000, registry=registry, engine=engine)  # fmt: skip
+        table = convert(f"s3://{bucket}/pq/", str(tmp_path / engine / "p-%03d.tar"),
+                        maxcount=30, registry=registry, engine=engine)  # fmt: skip
+        assert len(files.shards) > 10 and len(table.shards) > 5
+    assert digests(tmp_path / "local") == digests(tmp_path / "ray")
+
+
 def test_killed_workers_leave_every_sample_exactly_once(ray_session, tmp_path):
     """SIGKILL Ray workers while they run tasks, several times; Ray reruns the tasks and the
     output is the input (mapped) sample for sample, byte for byte the local engine's output,

@@ -1,7 +1,9 @@
 """``job``: dataset jobs on an engine (``docs/jobs.md``).
 
 - ``job convert SOURCE -o OUT``: files grouped by key (a directory, an ``s3://b/raw/``
-  prefix), Parquet (a file or directory; ``--key`` column), or shards -> shards.
+  prefix; ``--maxcount`` and ``--maxsize`` on both), Parquet (a local file or directory, or
+  on any backend a ``.parquet`` object, glob or prefix: ``s3://b/t/``, ``gs://b/t/*.parquet``,
+  ``https://h/x.parquet``; ``--key`` column), or shards -> shards.
 - ``job reshard SPEC... -o OUT``: new ``--maxcount``/``--maxsize``/``--nshards``,
   ``--shuffle --seed N`` for a global shuffle across shards.
 - ``job map SPEC... -o OUT --fn MODULE:FUNCTION``: a per-sample function, shard for shard.
@@ -202,8 +204,18 @@ def register(sub: Any) -> None:
     )
     jobs = job.add_subparsers(dest="job", metavar="JOB", required=True)
 
-    p = jobs.add_parser("convert", help="files by key, Parquet or shards -> shards")
-    p.add_argument("source", nargs="+", help="directory, s3://b/prefix/, .parquet, shards")
+    p = jobs.add_parser(
+        "convert",
+        help="files by key, Parquet (local or any URL) or shards -> shards",
+        description="Files grouped by key (a directory or an object prefix ending in /), a "
+        "Parquet dataset (a local .parquet file or directory, or a .parquet object, glob or "
+        "prefix on s3://, gs://, ais://, http(s)://, read by ranged reads), or shards -> "
+        "WebDataset shards. --maxsize cuts files from a directory or a prefix as reshard cuts "
+        "(a file larger alone gets a shard); Parquet is cut by --maxcount rows.",
+    )
+    p.add_argument(
+        "source", nargs="+", help="directory, s3://b/prefix/, .parquet (local or URL), shards"
+    )
     p.add_argument(
         "--from",
         dest="source_kind",
@@ -212,7 +224,13 @@ def register(sub: Any) -> None:
         help="input kind",
     )
     p.add_argument("--maxcount", type=int, default=100000, help="samples per shard at most")
-    p.add_argument("--maxsize", type=float, default=None, help="input bytes per shard at most")
+    p.add_argument(
+        "--maxsize",
+        type=float,
+        default=None,
+        help="tar bytes per shard at most, from the input sizes (files: local or an object "
+        "prefix; shards); not for Parquet",
+    )
     p.add_argument("--map", help="per-sample function package.module:function")
     p.add_argument("--select", help="per-sample filter package.module:function")
     p.add_argument("--key", help="Parquet: the key column")

@@ -4,10 +4,14 @@ Inputs (``source``):
 
 - a local directory or an object prefix ending in ``/`` (``s3://b/raw/``) of files grouped by
   key as ``wds-cloud create`` groups them (key = relative path up to the first dot of the
-  basename, extension = the rest): output shard ``i`` holds samples ``[i*maxcount, ...)`` in
-  key order (with ``maxsize``, cut by file sizes where they are known: local files);
-- a local ``.parquet`` file or a directory of them: a row is a sample, a column a member
-  (``key=`` names the key column; else ``<file stem>/<row>``); ``maxcount`` rows a shard;
+  basename, extension = the rest): samples in key order, cut by ``maxcount`` and ``maxsize``
+  (the tar bytes each sample will take, from the files' sizes) exactly as reshard cuts
+  (:func:`~wds_cloud.jobs.plan.group_samples`);
+- a Parquet dataset: a local ``.parquet`` file or directory of them, or on any backend one
+  ``.parquet`` object, a list of them, a glob, or a prefix whose objects are ``.parquet`` files (read through
+  the openers with ranged reads, :mod:`wds_cloud.jobs.parquet`): a row is a sample, a column a
+  member (``key=`` names the key column; else ``<file stem>/<row>``); ``maxcount`` rows a
+  shard;
 - anything else is a shard list (URLs, brace patterns, globs, prefixes, a dataset JSON): cut
   as :func:`~wds_cloud.jobs.reshard.reshard` cuts, in input order.
 """
@@ -16,7 +20,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wds_cloud.errors import ConfigError
@@ -24,25 +29,31 @@ from wds_cloud.jobs.engines import Engine, make_engine
 from wds_cloud.jobs.plan import group_samples
 from wds_cloud.jobs.reshard import input_shards, run_spans
 from wds_cloud.jobs.runner import check_pattern, run_job
-from wds_cloud.jobs.sources import FilesSource
+from wds_cloud.jobs.sources import FilesSource, ShardSource
 from wds_cloud.jobs.summary import JobSummary
 from wds_cloud.jobs.task import Ops, Task
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 
 Sample = dict[str, Any]
 _SHARD_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+_PARQUET = ".parquet"
+_SIZE_BATCH = 256  # objects sized per engine task
+_SIZE_THREADS = 16  # size requests in flight per engine task
 
 
 def _remote_files(prefix: str, registry: OpenerRegistry) -> list[tuple[str, str, str, str]]:
-    """``(key, ext, url, url)`` for every object under ``prefix`` (keys relative to it)."""
+    """``(key, ext, url, url)`` for every object under ``prefix`` (keys relative to it),
+    sorted by (key, ext) as a directory's files are (URL order differs: ``x-1.jpg`` < ``x.jpg``)."""
     from wds_cloud.cli.create import _split
+    from wds_cloud.listing import list_pattern
 
-    listed = sorted(registry.for_url(prefix).list(prefix))
+    listed = list_pattern(prefix, registry=registry, extensions=None)
     out = []
     for url in listed:
         rel = url[len(prefix) :]
         key, ext = _split(rel, url)
         out.append((key, ext, url, url))
+    out.sort(key=lambda m: (m[0], m[1]))
     return out
 
 
@@ -61,23 +72,97 @@ def file_samples(source: str, registry: OpenerRegistry) -> list[tuple[str, list[
     return samples
 
 
-def _file_size(url: str) -> int:
-    return os.path.getsize(url) if url_scheme(url) == "file" else 0
+def _size_batch(urls: list[str], registry: OpenerRegistry | None) -> list[int]:
+    """The sizes of ``urls`` (one engine task: a few requests in flight)."""
+    from wds_cloud.openers.rangefile import object_size
+
+    if len(urls) == 1:
+        return [object_size(urls[0], registry)]
+    with ThreadPoolExecutor(min(_SIZE_THREADS, len(urls))) as pool:
+        return list(pool.map(lambda u: object_size(u, registry), urls))
+
+
+def file_sizes(urls: Sequence[str], engine: Engine, registry: OpenerRegistry | None) -> list[int]:
+    """The size of every file: ``os.stat`` for local files; for objects (whose listing through
+    the openers gives names only) one size request each, in batches run on ``engine``.
+
+    Raises:
+        WdsCloudError: naming the objects that could not be sized (a missing object...).
+    """
+    from wds_cloud.jobs.runner import raise_failures
+
+    out: list[int | None] = [None] * len(urls)
+    remote = []
+    for i, url in enumerate(urls):
+        if url_scheme(url) == "file":
+            out[i] = os.path.getsize(url)
+        else:
+            remote.append(i)
+    batches = [remote[lo : lo + _SIZE_BATCH] for lo in range(0, len(remote), _SIZE_BATCH)]
+    failures = []
+    items = [[urls[i] for i in batch] for batch in batches]
+    for position, outcome in engine.run(_size_batch, items, registry):
+        first = items[position][0]
+        if isinstance(outcome, BaseException):
+            failures.append((Task(position, ShardSource(first), first), outcome))
+            continue
+        for i, size in zip(batches[position], outcome, strict=True):
+            out[i] = size
+    if failures:
+        raise_failures("convert (sizing the input files)", failures)
+    return [int(s or 0) for s in out]
+
+
+def sample_tar_sizes(
+    samples: Sequence[tuple[str, Sequence[tuple[str, str]]]], sizes: Sequence[int]
+) -> list[int]:
+    """The tar bytes each sample will take in its shard (headers, data, padding: what
+    ``ShardWriter``'s ``maxsize`` counts), from ``sizes``, the sizes of the samples' files in
+    order."""
+    from wds_cloud.writing.tarwriter import SampleFormatter
+
+    header = SampleFormatter().header
+    out, it = [], iter(sizes)
+    for key, members in samples:
+        total = 0
+        for ext, _ in members:
+            n = next(it)
+            total += len(header(f"{key}.{ext.lower()}", n)) + n + (-n % 512)
+        out.append(total)
+    return out
+
+
+def _data_names(urls: Sequence[str]) -> list[str]:
+    """Names that are data: neither hidden (``.x``) nor markers (``_SUCCESS``)."""
+    return [u for u in urls if not u.rstrip("/").rsplit("/", 1)[-1].startswith((".", "_"))]
+
+
+def _is_parquet_name(url: str) -> bool:
+    return url.split("?", 1)[0].lower().endswith(_PARQUET)
 
 
 def _kind(source: Any, registry: OpenerRegistry) -> str:
     from wds_cloud.jobs.parquet import is_parquet
 
     if not isinstance(source, str):
+        names = list(source) if isinstance(source, list | tuple) else []
+        if names and all(isinstance(u, str) and _is_parquet_name(u) for u in names):
+            return "parquet"
         return "shards"
     if url_scheme(source) == "file":
-        if os.path.isdir(source) or (os.path.isfile(source) and source.endswith(".parquet")):
+        if os.path.isdir(source) or (os.path.isfile(source) and source.endswith(_PARQUET)):
             return "parquet" if is_parquet(source) else "files"
         return "shards"
+    if _is_parquet_name(source):
+        return "parquet"  # one object, or a glob of them
     if source.endswith("/"):
-        listed = registry.for_url(source).list(source)
+        from wds_cloud.listing import list_pattern
+
+        listed = _data_names(list_pattern(source, registry=registry, extensions=None))
         if listed and all(u.lower().endswith(_SHARD_SUFFIXES) for u in listed):
             return "shards"
+        if listed and all(u.lower().endswith(_PARQUET) for u in listed):
+            return "parquet"
         return "files"
     return "shards"
 
@@ -103,11 +188,14 @@ def convert(
     """Convert ``source`` into WebDataset shards ``output % i`` (see the module docstring).
 
     Args:
-        source: a directory, an object prefix ending in ``/``, a Parquet file or directory,
-            or a shard list.
+        source: a directory, an object prefix ending in ``/``, a Parquet dataset (a local
+            file or directory; a ``.parquet`` URL, glob or prefix on any backend, or a list of
+            ``.parquet`` URLs), or a shard list.
         output: output shard names with one integer format (local, s3, gs, ais).
         maxcount: samples per output shard at most.
-        maxsize: input bytes per output shard at most (files with known sizes, shards).
+        maxsize: tar bytes per output shard at most, measured on the input (files: their
+            sizes; shards: the samples' spans); a sample larger alone gets a shard. Not for
+            Parquet (rows are cut by ``maxcount``).
         map: per-sample function (None drops the sample; an exception drops it, counted).
         select: per-sample filter (False drops the sample, counted).
         key: Parquet: the key column.
@@ -143,10 +231,15 @@ def convert(
     if kind == "parquet":
         from wds_cloud.jobs.parquet import plan_parquet
 
-        sources: list[Any] = plan_parquet(source, maxcount, key, columns)
+        if maxsize is not None:
+            raise ConfigError("convert: maxsize is not supported for Parquet input; use maxcount")
+        sources: list[Any] = plan_parquet(source, maxcount, key, columns, registry)
     elif kind == "files":
         samples = file_samples(source, reg)
-        sizes = [sum(_file_size(url) for _, url in members) for _, members in samples]
+        sizes: list[int] = [0] * len(samples)
+        if maxsize is not None:
+            urls = [url for _, members in samples for _, url in members]
+            sizes = sample_tar_sizes(samples, file_sizes(urls, runner, registry))
         groups = group_samples(sizes, maxcount=maxcount, maxsize=maxsize)
         sources = [
             FilesSource(tuple((k, tuple(m)) for k, m in samples[lo:hi])) for lo, hi in groups
@@ -166,4 +259,4 @@ def convert(
     )
 
 
-__all__ = ["convert", "file_samples"]
+__all__ = ["convert", "file_samples", "file_sizes", "sample_tar_sizes"]

@@ -1,17 +1,29 @@
 """Parquet input for ``convert``: each row a sample, each column a member (pyarrow, imported
-only here; it comes with ``ray[data]``). Files are local; tasks read row ranges batch by batch."""
+only here; it comes with ``ray[data]``).
+
+The dataset is a local ``.parquet`` file or directory, or a URL on any backend: one object
+(``s3://b/t/part-0.parquet``, ``https://host/x.parquet``), a prefix ending in ``/`` or a glob
+listed by the backend (every ``.parquet`` object under it, sorted). Remote files are read
+through the wds_cloud openers with a seekable :class:`~wds_cloud.openers.rangefile.RangeFile`
+(ranged reads, a bounded block cache): the driver reads each file's footer once (and its size,
+kept in the plan), a task reads only the row groups of its rows, a batch at a time.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from wds_cloud.errors import ConfigError, MissingDependencyError
+from wds_cloud.errors import ConfigError, MissingDependencyError, ShardReadError
 from wds_cloud.jobs.sources import ParquetSource
+from wds_cloud.openers.local import url_to_path
+from wds_cloud.openers.registry import OpenerRegistry, url_scheme
+from wds_cloud.redact import redact_url
 
 _BATCH_ROWS = 256
+_SUFFIX = ".parquet"
 
 
 def _pq() -> Any:
@@ -24,16 +36,30 @@ def _pq() -> Any:
     return pq
 
 
-def parquet_files(path: str) -> list[str]:
-    """The ``.parquet`` files of ``path`` (a file, or a directory walked in sorted order)."""
-    if os.path.isfile(path):
+def parquet_files(path: str | Sequence[str], registry: OpenerRegistry | None = None) -> list[str]:
+    """The ``.parquet`` files of ``path``: a local file, a local directory walked in sorted
+    order, or a URL: one object, or a prefix ending in ``/`` or a glob, listed; or a list of
+    those, in its order.
+
+    Raises:
+        ConfigError: a local path that is neither a file nor a directory, or holds none.
+        ShardNotFoundError: a remote prefix or glob with no ``.parquet`` object.
+    """
+    if not isinstance(path, str):
+        return [f for p in path for f in parquet_files(p, registry)]
+    if url_scheme(path) != "file":
+        from wds_cloud.listing import list_pattern
+
+        return list_pattern(path, registry=registry, extensions=(_SUFFIX,))
+    local = url_to_path(path)
+    if os.path.isfile(local):
         return [path]
-    if not os.path.isdir(path):
+    if not os.path.isdir(local):
         raise ConfigError(f"Parquet input {path!r} is neither a file nor a directory")
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(path):
+    for dirpath, dirnames, filenames in os.walk(local):
         dirnames.sort()
-        found.extend(os.path.join(dirpath, n) for n in sorted(filenames) if n.endswith(".parquet"))
+        found.extend(os.path.join(dirpath, n) for n in sorted(filenames) if n.endswith(_SUFFIX))
     if not found:
         raise ConfigError(f"no .parquet files under {path!r}")
     return found
@@ -42,26 +68,65 @@ def parquet_files(path: str) -> list[str]:
 def is_parquet(path: str) -> bool:
     """True for a local ``.parquet`` file or a directory whose files are all ``.parquet``."""
     if os.path.isfile(path):
-        return path.endswith(".parquet")
+        return path.endswith(_SUFFIX)
     if not os.path.isdir(path):
         return False
     names = [n for _, _, files in os.walk(path) for n in files if not n.startswith(".")]
-    return bool(names) and all(n.endswith(".parquet") for n in names)
+    return bool(names) and all(n.endswith(_SUFFIX) for n in names)
+
+
+def open_parquet(
+    url: str, registry: OpenerRegistry | None = None, size: int | None = None
+) -> tuple[Any, Any]:
+    """``(pyarrow ParquetFile, file object)`` for ``url``: a local path read by pyarrow
+    itself, anything else through a :class:`RangeFile` (``size`` when known: no size request).
+
+    Raises:
+        ShardNotFoundError: no such object (naming the URL).
+        ShardReadError: the bytes are not Parquet (naming the URL).
+    """
+    from wds_cloud.openers.rangefile import RangeFile
+
+    pq = _pq()
+    import pyarrow as pa
+
+    if url_scheme(url) == "file":
+        handle: Any = open(url_to_path(url), "rb")
+    else:
+        handle = RangeFile(url, registry=registry, size=size)
+    try:
+        return pq.ParquetFile(handle), handle
+    except (pa.ArrowException, OSError) as exc:
+        handle.close()
+        if isinstance(exc, ShardReadError):
+            raise
+        raise ShardReadError(
+            f"{redact_url(url)} is not a readable Parquet file ({exc})", url=url
+        ) from exc
 
 
 def plan_parquet(
-    path: str, maxcount: int, key: str | None, columns: list[str] | None
+    path: str | Sequence[str],
+    maxcount: int,
+    key: str | None,
+    columns: list[str] | None,
+    registry: OpenerRegistry | None = None,
 ) -> list[ParquetSource]:
     """One source per ``maxcount`` rows of each file (a shard never spans two files)."""
-    pq = _pq()
     sources = []
-    for file in parquet_files(path):
-        meta = pq.ParquetFile(file)
-        names = meta.schema_arrow.names
+    for file in parquet_files(path, registry):
+        meta, handle = open_parquet(file, registry)
+        try:
+            names = meta.schema_arrow.names
+            rows = meta.metadata.num_rows
+        finally:
+            handle.close()
         for col in ([key] if key else []) + (columns or []):
             if col not in names:
-                raise ConfigError(f"{file}: no column {col!r} (columns: {', '.join(names)})")
-        rows = meta.metadata.num_rows
+                raise ConfigError(
+                    f"{redact_url(file)}: no column {col!r} (columns: {', '.join(names)})"
+                )
+        size = getattr(handle, "size", None)
         for start in range(0, rows, maxcount):
             sources.append(
                 ParquetSource(
@@ -70,6 +135,7 @@ def plan_parquet(
                     min(rows, start + maxcount),
                     key,
                     tuple(columns) if columns else None,
+                    size,
                 )
             )
     return sources
@@ -85,12 +151,24 @@ def _member(value: Any) -> bytes | None:
     return json.dumps(value, sort_keys=True, default=str).encode()
 
 
-def read_rows(source: ParquetSource) -> Iterator[tuple[dict[str, Any], int]]:
+def _stem(url: str) -> str:
+    name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    return os.path.splitext(os.path.basename(name))[0]
+
+
+def read_rows(
+    source: ParquetSource, registry: OpenerRegistry | None = None
+) -> Iterator[tuple[dict[str, Any], int]]:
     """The samples of rows ``[start, stop)``: bytes as is, text as UTF-8, other values as JSON;
-    a null value gives no member."""
-    pq = _pq()
-    file = pq.ParquetFile(source.path)
-    stem = os.path.splitext(os.path.basename(source.path))[0]
+    a null value gives no member. Only the row groups holding those rows are read."""
+    file, handle = open_parquet(source.path, registry, source.size)
+    try:
+        yield from _rows(file, source, _stem(source.path))
+    finally:
+        handle.close()
+
+
+def _rows(file: Any, source: ParquetSource, stem: str) -> Iterator[tuple[dict[str, Any], int]]:
     groups, row, first = [], 0, None
     for g in range(file.metadata.num_row_groups):
         n = file.metadata.row_group(g).num_rows
@@ -99,7 +177,10 @@ def read_rows(source: ParquetSource) -> Iterator[tuple[dict[str, Any], int]]:
             first = row if first is None else first
         row += n
     row = first or 0
-    for batch in file.iter_batches(batch_size=_BATCH_ROWS, row_groups=groups):
+    wanted = None
+    if source.columns is not None:
+        wanted = list(dict.fromkeys(([source.key] if source.key else []) + list(source.columns)))
+    for batch in file.iter_batches(batch_size=_BATCH_ROWS, row_groups=groups, columns=wanted):
         for record in batch.to_pylist():
             if row >= source.stop:
                 return
@@ -120,4 +201,4 @@ def read_rows(source: ParquetSource) -> Iterator[tuple[dict[str, Any], int]]:
             return
 
 
-__all__ = ["is_parquet", "parquet_files", "plan_parquet", "read_rows"]
+__all__ = ["is_parquet", "open_parquet", "parquet_files", "plan_parquet", "read_rows"]

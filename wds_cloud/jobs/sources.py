@@ -5,7 +5,8 @@
   (``reshard`` and ``convert`` from shards: a span is one sample, or a run of consecutive ones).
 - :class:`ShardSource`: one whole shard, streamed (``map``).
 - :class:`FilesSource`: files grouped by key (``convert`` from a directory or object prefix).
-- :class:`ParquetSource`: a row range of one Parquet file (``convert`` from Parquet).
+- :class:`ParquetSource`: a row range of one Parquet file, local or at any URL (``convert``
+  from Parquet).
 """
 
 from __future__ import annotations
@@ -93,14 +94,16 @@ class FilesSource:
 
 @dataclass(frozen=True)
 class ParquetSource:
-    """Rows ``[start, stop)`` of a local Parquet file; each row is a sample.
+    """Rows ``[start, stop)`` of a Parquet file; each row is a sample.
 
     Attributes:
-        path: the Parquet file.
+        path: the Parquet file (a local path or any URL the registry reads ranges of).
         start: first row.
         stop: row after the last.
         key: the column holding the sample key; None: ``<file stem>/<row number>``.
         columns: the columns written as members (None: all but ``key``).
+        size: the file's size in bytes when the plan knows it (remote files: no size request
+            per task).
     """
 
     path: str
@@ -108,14 +111,15 @@ class ParquetSource:
     stop: int
     key: str | None = None
     columns: tuple[str, ...] | None = None
+    size: int | None = None
 
     def describe(self) -> Any:
-        return [self.path, self.start, self.stop, self.key, self.columns]
+        return [self.path, self.start, self.stop, self.key, self.columns, self.size]
 
     def read(self, registry: OpenerRegistry) -> Iterator[tuple[Sample, int]]:
         from wds_cloud.jobs.parquet import read_rows
 
-        yield from read_rows(self)
+        yield from read_rows(self, registry)
 
 
 Source = SpanSource | ShardSource | FilesSource | ParquetSource
