@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.openers.prefetch import DEFAULT_PREFETCH, DEFAULT_PREFETCH_CHUNK
 from wds_cloud.redact import config_repr
 from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
 
@@ -28,8 +29,8 @@ _DEFAULTS: dict[str, Any] = {
     "retries": 5,
     "backoff": 0.1,
     "multipart_chunksize": 16 << 20,
-    "prefetch": 0,
-    "prefetch_chunk": 8 << 20,
+    "prefetch": DEFAULT_PREFETCH,
+    "prefetch_chunk": DEFAULT_PREFETCH_CHUNK,
     "connect_timeout": 10.0,
     "read_timeout": 20.0,
     "stall_timeout": 60.0,
