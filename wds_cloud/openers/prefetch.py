@@ -82,17 +82,18 @@ def resolve_prefetch(
         ("prefetch", prefetch, DEFAULT_PREFETCH, 0),
         ("prefetch_chunk", chunk, DEFAULT_PREFETCH_CHUNK, 1),
     ):
-        source = f"{label} {name}"
+        what = f"{label} {name}"
         if value is None:
-            source = f"WDS_CLOUD_{label}_{name.upper()}"
-            value = env_int(source, default, environ=environ)
+            variable = f"WDS_CLOUD_{label}_{name.upper()}"
+            what = f"{what} from {variable}"
+            value = env_int(variable, default, environ=environ)
         if isinstance(value, bool) or not isinstance(value, int):
             try:
                 value = int(str(value).strip())
             except ValueError:
-                raise ConfigError(f"{source} must be an integer, got {value!r}") from None
+                raise ConfigError(f"{what} must be an integer, got {value!r}") from None
         if value < least:
-            raise ConfigError(f"{source} must be at least {least}, got {value}")
+            raise ConfigError(f"{what} must be at least {least}, got {value}")
         out.append(value)
     return out[0], out[1]
 
