@@ -249,3 +249,14 @@ def test_http_parts_resume_after_cut_connections(http_backend: Backend) -> None:
             assert stream.resumes >= 10  # every part was cut at least once
     finally:
         server.cut_after = None
+
+
+def test_gcs_stream_says_its_generation(gcs_backend: Backend, fake_gcs: Any) -> None:
+    data = payload(7, 3 * PART)
+    url = gcs_backend.put("gen.bin", data)
+    bucket, _, name = url[len("gs://") :].partition("/")
+    generation = fake_gcs.client().bucket(bucket).get_blob(name).generation
+    with gcs_backend.opener(prefetch=2, prefetch_chunk=PART).open(url) as stream:
+        assert isinstance(stream, PrefetchReader)
+        assert stream.generation == generation  # type: ignore[attr-defined]
+        assert stream.read() == data

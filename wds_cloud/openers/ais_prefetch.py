@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.openers.ais_io import Fetcher
-from wds_cloud.openers.prefetch import PrefetchReader, seeded
+from wds_cloud.openers.prefetch import PrefetchReader
 from wds_cloud.openers.resume import Opened, content_range_total
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ def open_prefetching(opener: AisOpener, cfg: AisConfig, target: AisTarget) -> Pr
     return PrefetchReader(
         url=target.url,
         size=total,
-        span=seeded(span, first, min(chunk, total)),
+        span=span,
+        first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
         policy=probe.policy(),

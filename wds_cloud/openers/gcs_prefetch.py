@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.openers.gcs_read import MediaFetch, read_errors
-from wds_cloud.openers.prefetch import PrefetchReader, seeded
+from wds_cloud.openers.prefetch import PrefetchReader
 from wds_cloud.openers.resume import Opened, content_range_total
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ def open_prefetching(
     return GcsPrefetchReader(
         url=url,
         size=total,
-        span=seeded(span, first, min(chunk, total)),
+        span=span,
+        first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
         policy=opener._policy(),

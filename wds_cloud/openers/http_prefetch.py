@@ -16,7 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from wds_cloud.errors import ShardReadError
-from wds_cloud.openers.prefetch import PrefetchReader, seeded
+from wds_cloud.openers.prefetch import PrefetchReader
 from wds_cloud.openers.resume import Opened, RetryableError, check_content_range
 from wds_cloud.redact import redact_url
 
@@ -61,7 +61,8 @@ def open_prefetching(
     return PrefetchReader(
         url=url,
         size=total,
-        span=seeded(span, first, min(chunk, total)),
+        span=span,
+        first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
         policy=_policy(cfg),

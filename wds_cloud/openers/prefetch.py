@@ -46,7 +46,6 @@ __all__ = [
     "PREFETCH_OPTIONS",
     "PrefetchReader",
     "resolve_prefetch",
-    "seeded",
     "split_prefetch_options",
 ]
 
@@ -107,34 +106,6 @@ def split_prefetch_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], 
     return mine, rest
 
 
-def seeded(span: RangeFetch, first: Opened, end: int) -> RangeFetch:
-    """``span`` that answers its first call for ``(0, end)`` with the already opened ``first``.
-
-    The HTTP, GCS and AIStore adapters learn the object's size and version from a first ranged
-    GET of part 0; this hands that body to part 0 instead of requesting it again.
-    """
-    lock = threading.Lock()
-    held: list[Opened] = [first]
-
-    def fetch(start: int, stop: int) -> Opened:
-        if start == 0 and stop == end:
-            with lock:
-                if held:
-                    return held.pop()
-        return span(start, stop)
-
-    def discard() -> None:
-        with lock:
-            while held:
-                try:
-                    held.pop().body.close()
-                except Exception:
-                    pass
-
-    fetch.discard = discard  # type: ignore[attr-defined]
-    return fetch
-
-
 class PrefetchReader(io.RawIOBase):
     """Ordered stream over parallel ranged GETs; see the module docstring.
 
@@ -150,6 +121,9 @@ class PrefetchReader(io.RawIOBase):
         retry_on: exception types that mean "dropped or refused, try again".
         explain: the text of a part's final error (the backend's translation).
         version: what the backend pinned (ETag, generation, checksum), for callers.
+        first: an already opened body of part 0 (the HTTP, GCS and AIStore adapters learn the
+            size and version from a first ranged GET and hand its body over); used for part
+            0's first attempt, closed by :meth:`close` if never used.
         name: thread name prefix (``wds-s3-prefetch``).
 
     Attributes:
@@ -175,6 +149,7 @@ class PrefetchReader(io.RawIOBase):
         retry_on: tuple[type[BaseException], ...] = NETWORK_ERRORS,
         explain: Callable[[BaseException], str] | None = None,
         version: Any = None,
+        first: Opened | None = None,
         name: str = "wds-prefetch",
     ) -> None:
         super().__init__()
@@ -186,6 +161,7 @@ class PrefetchReader(io.RawIOBase):
         self.size = size
         self.version = version
         self._span = span
+        self._first = first
         self._chunk = part_size
         self._policy = policy or RetryPolicy()
         self._retry_on = retry_on
@@ -226,6 +202,11 @@ class PrefetchReader(io.RawIOBase):
         pieces: list[bytes] = []
 
         def fetch(offset: int) -> Opened:
+            if index == 0 and offset == 0:
+                with self._lock:
+                    first, self._first = self._first, None
+                if first is not None:
+                    return first
             opened = self._span(start + offset, end)
             return Opened(opened.body, opened.start - start)
 
@@ -340,9 +321,12 @@ class PrefetchReader(io.RawIOBase):
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pending.clear()
             self._pieces.clear()
-            discard = getattr(self._span, "discard", None)
-            if discard is not None:
-                discard()  # a seeded part 0 nobody asked for
             with self._lock:
+                first, self._first = self._first, None
                 self.buffered = 0
+            if first is not None:  # part 0's body, never asked for
+                try:
+                    first.body.close()
+                except Exception:
+                    pass
         super().close()
