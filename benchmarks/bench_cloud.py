@@ -22,11 +22,10 @@ boto3). A peer that cannot be installed or run prints one line and is left out. 
 is the largest sum of RSS over the cell's process tree (the interpreter, its loader workers
 and the ``aws`` subprocesses), sampled every 50 ms.
 
-**Latency table** (``--latency``). :mod:`latency_proxy` sits in front of SeaweedFS and of an
-HTTP file server: 20 ms per request, 50 MB/s per connection. One shard of ``--big-mib`` MiB
-(256 by default; 4 MiB samples) is read and parsed (no decode) by: wds_cloud's single stream,
-wds_cloud's parallel ranged reads (``S3Config.prefetch`` x ``prefetch_chunk``, a grid), and
-webdataset's ``pipe:aws s3 cp``. MB/s is MiB of shard per second (median of ``--rounds``).
+**Latency table** (``--latency``): ``benchmarks/bench_latency.py`` (one shard of ``--big-mib``
+MiB through S3, HTTP, GCS and AIStore behind :mod:`latency_proxy`: 20 ms per request, 50 MB/s
+per connection; single stream vs parallel ranged reads, a ``PARTSxMiB`` grid, and webdataset's
+``pipe:aws s3 cp``).
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -450,107 +448,23 @@ def loader_table(args: argparse.Namespace) -> None:
         print(f"| {row} | {cell_text((row, 'local'))} | {cell_text((row, 's3'))} |")
 
 
-# -- the latency table ---------------------------------------------------------------------------
+# -- the latency table (benchmarks/bench_latency.py) ---------------------------------------------
 
 
 def latency_table(args: argparse.Namespace) -> None:
+    """``--latency``: :mod:`bench_latency` with this command line's settings."""
     sys.path.insert(0, HERE)
-    from bench_s3 import make_shard
-    from latency_proxy import LatencyProxy
+    from bench_latency import main as latency_main
 
-    from tests.support.http_server import HttpFileServer
-    from tests.support.seaweed import SeaweedServer
-
-    size = args.big_mib << 20
-    data = make_shard(0, size, 4 << 20)
-    rate = args.rate_mb * 1e6
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-cloud-lat-") as tmp,
-        SeaweedServer(Path(tmp) / "weed", access_key=KEY_ID, secret_key=SECRET) as server,
-    ):
-        client = s3_client(server.endpoint_url)
-        client.put_object(Bucket=BUCKET, Key="big/shard.tar", Body=data)
-        www = Path(tmp) / "www"
-        www.mkdir()
-        (www / "shard.tar").write_bytes(data)
-        with (
-            LatencyProxy(
-                server.ports["s3.port"], delay=args.delay_ms / 1000, rate=rate
-            ) as s3_proxy,
-            HttpFileServer(www) as http_server,
-            LatencyProxy(http_server.port, delay=args.delay_ms / 1000, rate=rate) as http_proxy,
-        ):
-            table = latency_readers(s3_proxy.url, f"{http_proxy.url}/shard.tar", args.grid)
-            speeds: dict[str, list[float]] = {name: [] for name in table}
-            seen: dict[str, int] = {}
-            for rnd in range(args.rounds):
-                for name, read in table.items():
-                    t0 = time.perf_counter()
-                    got = read()
-                    wall = time.perf_counter() - t0
-                    if seen.setdefault(name, got) != got:
-                        raise SystemExit(f"{name}: {got} payload bytes, expected {seen[name]}")
-                    speeds[name].append(len(data) / (1 << 20) / wall)
-                    print(f"round {rnd + 1} {name}: {speeds[name][-1]:.1f} MB/s", file=sys.stderr)
-    if len(set(seen.values())) != 1:
-        raise SystemExit(f"readers disagree on the payload: {seen}")
-    single = statistics.median(speeds["wds_cloud s3 single stream"])
-    pipe = statistics.median(speeds["webdataset pipe:aws s3 cp"])
-    print(
-        f"\n1 shard of {args.big_mib} MiB (4 MiB samples), {args.delay_ms:g} ms per request, "
-        f"{args.rate_mb:g} MB/s per connection, median of {args.rounds} rounds, "
-        f"{os.cpu_count()} CPUs\n"
+    latency_main(
+        [
+            f"--big-mib={args.big_mib}",
+            f"--rounds={args.rounds}",
+            f"--delay-ms={args.delay_ms}",
+            f"--rate-mb={args.rate_mb}",
+            f"--grid={args.grid}",
+        ]
     )
-    print("| reader | MB/s | x single stream | x webdataset pipe:aws |")
-    print("|---|---:|---:|---:|")
-    for name, rows in speeds.items():
-        speed = statistics.median(rows)
-        print(f"| {name} | {speed:.1f} | {speed / single:.2f} | {speed / pipe:.2f} |")
-
-
-def latency_readers(endpoint: str, http_url: str, grid: str) -> dict[str, Callable[[], int]]:
-    """name -> function reading the big shard once and returning its payload bytes."""
-    from wds_cloud.core.samples import tar_samples
-    from wds_cloud.openers.registry import OpenerRegistry
-    from wds_cloud.openers.s3 import S3Opener
-
-    creds = {"access_key_id": KEY_ID, "secret_access_key": SECRET, "region": REGION}
-    url = f"s3://{BUCKET}/big/shard.tar"
-
-    def payload(sample: dict[str, Any]) -> int:
-        return sum(len(v) for k, v in sample.items() if isinstance(v, bytes) and k[:2] != "__")
-
-    def through(opener: Any, target: str) -> Callable[[], int]:
-        registry = OpenerRegistry()
-        registry.register(target.split(":", 1)[0], opener, override=True)
-
-        def read() -> int:
-            with registry.open(target) as stream:
-                return sum(payload(s) for s in tar_samples(stream, target))
-
-        return read
-
-    table = {"wds_cloud s3 single stream": through(S3Opener(endpoint_url=endpoint, **creds), url)}
-    for cell in grid.split(","):
-        parts, _, chunk = cell.partition("x")
-        opener = S3Opener(
-            endpoint_url=endpoint, prefetch=int(parts), prefetch_chunk=int(chunk) << 20, **creds
-        )
-        table[f"wds_cloud s3 ranged {parts} x {chunk} MiB"] = through(opener, url)
-    from wds_cloud.openers.http import HttpOpener
-
-    table["wds_cloud http single stream"] = through(HttpOpener(), http_url)
-
-    def webdataset_pipe() -> int:
-        import webdataset
-
-        os.environ.update(s3_env(endpoint))
-        pipe = f"pipe:aws s3 cp {url} - --endpoint-url {endpoint} --only-show-errors"
-        ds = webdataset.WebDataset([pipe], shardshuffle=False, empty_check=False)
-        return sum(payload(s) for s in ds)
-
-    table["webdataset pipe:aws s3 cp"] = webdataset_pipe
-    return table
 
 
 # -- command line --------------------------------------------------------------------------------
@@ -587,7 +501,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--rate-mb", type=float, default=50.0, help="MB/s per connection")
     parser.add_argument(
-        "--grid", default="4x8,8x8,8x16,16x8", help="latency table: PARTSxMiB ranged-read cells"
+        "--grid", default="4,8,16x4,8,16", help="latency table: PARTS,..xMiB,.. ranged-read grid"
     )
     args = parser.parse_args(argv)
     if args.latency:

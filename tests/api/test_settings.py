@@ -288,16 +288,16 @@ def _url(scheme: str, tmp_path: Path) -> str:
 
 _LABEL = {"local": "local", "file": "local", "pipe": "pipe:"}
 _ALLOWED = {
-    ("http", "open"): ["headers"],
+    ("http", "open"): ["headers", "prefetch", "prefetch_chunk"],
     ("http", "open_at"): ["headers"],
     ("http", "read_range"): ["headers"],
     ("s3", "open"): ["backoff", "prefetch", "prefetch_chunk", "retries", "stall_timeout"],
     ("s3", "open_at"): ["backoff", "prefetch", "prefetch_chunk", "retries", "stall_timeout"],
     ("s3", "read_range"): ["backoff", "retries", "stall_timeout"],
-    ("gcs", "open"): ["generation"],
+    ("gcs", "open"): ["generation", "prefetch", "prefetch_chunk"],
     ("gcs", "open_at"): ["generation"],
     ("gcs", "read_range"): ["generation"],
-    ("ais", "open"): ["etl", "etl_args"],
+    ("ais", "open"): ["etl", "etl_args", "prefetch", "prefetch_chunk"],
     ("ais", "open_at"): ["etl", "etl_args"],
 }
 _CASES = [(scheme, "open") for scheme in ("local", "file", "pipe", "http", "s3", "gcs", "ais")]

@@ -12,7 +12,7 @@ returned by :meth:`AisOpener.list` are encoded the same way, so they round-trip.
 
 Environment (read by :meth:`AisConfig.resolve` when an :class:`AisOpener` is created, never at
 import): ``AIS_ENDPOINT`` (the SDK itself does not read it; default ``http://localhost:8080``),
-``AIS_AUTHN_TOKEN`` and ``WDS_CLOUD_AIS_STALL_TIMEOUT``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
+``AIS_AUTHN_TOKEN``, ``WDS_CLOUD_AIS_STALL_TIMEOUT`` and ``WDS_CLOUD_AIS_PREFETCH``/``_PREFETCH_CHUNK``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
 ``AIS_READ_TIMEOUT``, ``AIS_SKIP_VERIFY_CRT``, ``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``,
 ``AIS_MAX_CONN_POOL``) apply as usual.
 
@@ -41,6 +41,7 @@ from wds_cloud.errors import (
     ShardOpenError,
 )
 from wds_cloud.openers.backoff import DEFAULT_STALL_TIMEOUT, positive_seconds, stall_bound
+from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, resolve_prefetch
 from wds_cloud.openers.resume import ResumableReader, read_span
 from wds_cloud.settings import apply_overrides, env_str, reject_unknown_options
 from wds_cloud.urls import parse_object_url
@@ -104,6 +105,9 @@ class AisConfig:
         page_size: objects per list page; 0 lets the cluster choose (10000 for ais buckets).
         part_size: bytes per multipart-upload part when writing (default 16 MiB); objects
             smaller than one part are sent with a single PUT.
+        prefetch: parallel ranged GETs in flight per stream (``WDS_CLOUD_AIS_PREFETCH``); 0
+            streams one GET (:mod:`wds_cloud.openers.prefetch`).
+        prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_AIS_PREFETCH_CHUNK``).
     """
 
     endpoint: str | None = None
@@ -117,6 +121,8 @@ class AisConfig:
     provider: str | None = None
     page_size: int | None = None
     part_size: int | None = None
+    prefetch: int | None = None
+    prefetch_chunk: int | None = None
 
     def __repr__(self) -> str:
         from wds_cloud.redact import config_repr
@@ -146,8 +152,13 @@ class AisConfig:
         if stall is None:
             source = "WDS_CLOUD_AIS_STALL_TIMEOUT"
             stall = env_str(source, DEFAULT_STALL_TIMEOUT, environ=environ)
+        prefetch, chunk = resolve_prefetch(
+            "AIS", base.prefetch, base.prefetch_chunk, environ=environ
+        )
         resolved = replace(
             base,
+            prefetch=prefetch,
+            prefetch_chunk=chunk,
             endpoint=endpoint.rstrip("/"),
             token=base.token or env_str("AIS_AUTHN_TOKEN", None, environ=environ),
             retries=3 if base.retries is None else int(base.retries),
@@ -355,7 +366,7 @@ class AisOpener:
             url: ``ais://bucket/object[?provider=..&etl=..&etl_args=..]``.
             etl: inline ETL name (the URL's ``?etl=`` wins).
             etl_args: ETL arguments; a dict is sent as compact JSON.
-            **options: not accepted; named in the error.
+            **options: ``prefetch``/``prefetch_chunk`` override the config for this call.
 
         Raises:
             ShardNotFoundError: bucket or object missing.
@@ -363,7 +374,15 @@ class AisOpener:
             MissingDependencyError: the ``aistore`` SDK is not installed.
             ConfigError: bad URL or unknown option.
         """
-        reject_unknown_options(options, OPEN_OPTIONS, "ais open()")
+        reject_unknown_options(options, (*OPEN_OPTIONS, *PREFETCH_OPTIONS), "ais open()")
+        cfg = self.config.resolve(options, environ={}) if options else self.config
+        if cfg.prefetch:
+            _require_sdk()
+            from wds_cloud.openers.ais_prefetch import open_prefetching
+
+            stream = open_prefetching(self, cfg, self.target(url, etl, etl_args))
+            if stream is not None:
+                return stream  # type: ignore[return-value]
         return self._reader(url, 0, etl, etl_args)
 
     def open_at(

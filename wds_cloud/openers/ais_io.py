@@ -96,7 +96,14 @@ class Fetcher:
         self.checksum: str | None = None
         self._answered = False
         self.end: int | None = None  # set by span(): every GET stops there
-        self._content_range: str | None = None
+        self.content_range: str | None = None  # of the last answer
+
+    def pinned(self, checksum: str | None) -> Fetcher:
+        """This fetcher, its first answer already seen with ``checksum`` (a prefetch part):
+        every answer must carry the same checksum."""
+        self.checksum = checksum
+        self._answered = True
+        return self
 
     def span(self, first: int, end: int) -> Opened:
         """The ``RangeFetch`` of :func:`~wds_cloud.openers.resume.read_span`: bytes
@@ -106,7 +113,7 @@ class Fetcher:
         opened = self(first)
         if opened.start == first:
             try:
-                check_content_range(self._content_range, first, end, self.target.url)
+                check_content_range(self.content_range, first, end, self.target.url)
             except BaseException:
                 opened.body.close()
                 raise
@@ -160,11 +167,11 @@ class Fetcher:
             action = f"GET from byte {offset}" if self._answered else "GET"
             raise self.opener._error(exc, self.target, action) from exc
         length = raw.headers.get("Content-Length")
-        self._content_range = raw.headers.get("Content-Range")
+        self.content_range = raw.headers.get("Content-Range")
         if raw.status == 200:
             size = int(length) if length is not None else None
         else:  # a ranged answer: the object's size is in Content-Range
-            size = content_range_total(self._content_range)
+            size = content_range_total(self.content_range)
         if not self._answered:
             self._answered = True
             self.checksum = raw.headers.get("Ais-Checksum-Value")

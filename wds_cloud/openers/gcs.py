@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import (
     ConfigError,
@@ -33,6 +33,7 @@ from wds_cloud.errors import (
 from wds_cloud.openers.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.gcs_config import GcsConfig
 from wds_cloud.openers.gcs_read import GcsReader, MediaFetch, read_errors
+from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.resume import read_span
 from wds_cloud.settings import reject_unknown_options
 from wds_cloud.urls import ObjectUrl, parse_object_url
@@ -47,6 +48,9 @@ try:
     from google.cloud import storage
 except ImportError:  # pragma: no cover - exercised only without the extra
     storage = None
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.gcs_prefetch import GcsPrefetchReader
 
 SCHEMES = ("gs", "gcs")
 OPEN_OPTIONS = ("generation",)  # what open(), open_at() and read_range() accept
@@ -240,7 +244,7 @@ class GcsOpener:
         )
         return ShardNotFoundError(what, url=url)
 
-    def open(self, url: str, **options: Any) -> GcsReader:
+    def open(self, url: str, **options: Any) -> GcsReader | GcsPrefetchReader:
         """Open ``gs://bucket/blob`` as a resumable streaming binary reader.
 
         One GET starts the download (no separate metadata request); its generation is pinned
@@ -248,16 +252,26 @@ class GcsOpener:
 
         Args:
             url: ``gs://`` or ``gcs://`` URL.
-            **options: ``generation=`` reads that object generation instead of the live one.
+            **options: ``generation=`` reads that object generation instead of the live one;
+                ``prefetch``/``prefetch_chunk`` override the config for this call.
 
         Raises:
             ShardNotFoundError: the object or the bucket does not exist.
             ShardOpenError: credentials, permission or endpoint problems, or no answer after
                 the retries or within the stall deadline.
             MissingDependencyError: google-cloud-storage is not installed.
-            ConfigError: an unknown option (only ``generation`` is accepted).
+            ConfigError: an unknown option.
         """
-        reject_unknown_options(options, OPEN_OPTIONS, "gcs open()")
+        reject_unknown_options(options, (*OPEN_OPTIONS, *PREFETCH_OPTIONS), "gcs open()")
+        wanted, options = split_prefetch_options(options)
+        cfg = self.config.resolve(wanted, environ={}) if wanted else self.config
+        if cfg.prefetch:
+            _require_sdk()
+            from wds_cloud.openers.gcs_prefetch import open_prefetching
+
+            stream = open_prefetching(self, cfg, url, options.get("generation"))
+            if stream is not None:
+                return stream
         return self._reader(url, 0, options)
 
     def open_at(self, url: str, offset: int, **options: Any) -> GcsReader:

@@ -14,6 +14,7 @@ from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.backoff import positive_seconds
+from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, resolve_prefetch
 from wds_cloud.redact import config_repr
 from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
 
@@ -46,6 +47,9 @@ class GcsConfig:
         stall_timeout: seconds without a new byte before a read gives up with "stalled"
             (default 60).
         page_size: blobs per listing page (default 1000).
+        prefetch: parallel ranged media GETs in flight per stream
+            (``WDS_CLOUD_GCS_PREFETCH``); 0 streams one GET (:mod:`wds_cloud.openers.prefetch`).
+        prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_GCS_PREFETCH_CHUNK``).
     """
 
     project: str | None = None
@@ -59,6 +63,8 @@ class GcsConfig:
     read_timeout: float | None = None
     stall_timeout: float | None = None
     page_size: int | None = None
+    prefetch: int | None = None
+    prefetch_chunk: int | None = None
 
     def __repr__(self) -> str:
         return config_repr(self, secrets=("credentials",))
@@ -92,6 +98,8 @@ class GcsConfig:
         }
         values: dict[str, Any] = {}
         for f in fields(base):
+            if f.name in PREFETCH_OPTIONS:
+                continue
             value = getattr(base, f.name)
             source = f"GcsConfig.{f.name}"
             if value is None:
@@ -104,6 +112,9 @@ class GcsConfig:
             if value is None:
                 value = defaults.get(f.name)
             values[f.name] = _coerce(f.name, value, source)
+        values["prefetch"], values["prefetch_chunk"] = resolve_prefetch(
+            "GCS", base.prefetch, base.prefetch_chunk, environ=environ
+        )
         if values["anonymous"] is None:
             values["anonymous"] = bool(values["endpoint"]) and not values["credentials"]
         if values["endpoint"]:

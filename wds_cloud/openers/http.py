@@ -10,6 +10,8 @@ No SDK, no curl. Environment, read when an :class:`HttpOpener` is created:
 - ``WDS_CLOUD_HTTP_STALL_TIMEOUT``: seconds without a new byte before a read gives up with
   "stalled" (default 60); a read fails at most :meth:`HttpOpener.stall_bound` seconds (120 by
   default) after its last byte.
+- ``WDS_CLOUD_HTTP_PREFETCH`` / ``WDS_CLOUD_HTTP_PREFETCH_CHUNK``: parallel ranged GETs per
+  stream and their size (:mod:`wds_cloud.openers.http_prefetch`; default 0, one GET).
 
 Bodies are read through :class:`~wds_cloud.openers.resume.ResumableReader` with
 ``HTTPResponse.read1`` (one socket read per call), so bytes received before a reset are kept. A
@@ -43,6 +45,7 @@ from wds_cloud.openers.backoff import (
     positive_seconds,
     stall_bound,
 )
+from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, resolve_prefetch, split_prefetch_options
 from wds_cloud.openers.resume import NETWORK_ERRORS, Opened, ResumableReader, RetryableError
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import apply_overrides, env_float, reject_unknown_options
@@ -68,6 +71,9 @@ class HttpConfig:
         stall_timeout: seconds without a new byte before a read gives up (default 60).
         headers: extra request headers (e.g. ``Authorization``).
         max_redirects: redirects followed before giving up.
+        prefetch: parallel ranged GETs in flight per stream (``WDS_CLOUD_HTTP_PREFETCH``);
+            0 streams one GET (:mod:`wds_cloud.openers.prefetch`).
+        prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_HTTP_PREFETCH_CHUNK``).
     """
 
     timeout: float | None = None
@@ -76,6 +82,8 @@ class HttpConfig:
     stall_timeout: float | None = None
     headers: dict[str, str] = field(default_factory=dict)
     max_redirects: int = 10
+    prefetch: int | None = None
+    prefetch_chunk: int | None = None
 
     def __repr__(self) -> str:
         from wds_cloud.redact import config_repr
@@ -109,8 +117,13 @@ class HttpConfig:
         backoff = base.backoff
         if backoff is None:
             backoff = env_float("WDS_CLOUD_HTTP_BACKOFF", 0.2, environ=environ)
+        prefetch, chunk = resolve_prefetch(
+            "HTTP", base.prefetch, base.prefetch_chunk, environ=environ
+        )
         return replace(
             base,
+            prefetch=prefetch,
+            prefetch_chunk=chunk,
             timeout=timeout,
             retries=retries,
             backoff=backoff,
@@ -296,7 +309,8 @@ class HttpOpener:
 
         Args:
             url: ``http://`` or ``https://`` URL.
-            **options: ``headers`` (dict) adds request headers for this URL.
+            **options: ``headers`` (dict) adds request headers for this URL;
+                ``prefetch``/``prefetch_chunk`` override the config for this call.
 
         Raises:
             ConfigError: an unknown option.
@@ -305,7 +319,16 @@ class HttpOpener:
                 or a stall before the response, after the configured retries.
             ShardReadError: (while reading) the stream could not be resumed or stalled.
         """
-        reject_unknown_options(options, OPEN_OPTIONS, "http open()")
+        reject_unknown_options(options, (*OPEN_OPTIONS, *PREFETCH_OPTIONS), "http open()")
+        wanted, options = split_prefetch_options(options)
+        cfg = self.config.resolve(wanted, environ={}) if wanted else self.config
+        if cfg.prefetch:
+            from wds_cloud.openers.http_prefetch import open_prefetching
+
+            headers = {**self.config.headers, **dict(options.get("headers") or {})}
+            stream = open_prefetching(self, cfg, url, {"Accept-Encoding": "identity", **headers})
+            if stream is not None:
+                return stream  # type: ignore[return-value]
         return self._stream(url, 0, options)
 
     def open_at(self, url: str, offset: int, **options: Any) -> IO[bytes]:

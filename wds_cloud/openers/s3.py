@@ -10,7 +10,7 @@ AWS variables ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
 ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` > defaults. Reads stream one ``GetObject`` through
 :class:`~wds_cloud.openers.resume.ResumableReader` (a dropped connection resumes with
 ``Range: bytes=<offset>-`` pinned to the first response's ETag), or, with ``prefetch=N``, run N
-ranged GETs of ``prefetch_chunk`` bytes in parallel threads (:mod:`wds_cloud.openers.s3_prefetch`),
+ranged GETs of ``prefetch_chunk`` bytes in parallel threads (:mod:`wds_cloud.openers.prefetch`),
 each chunk its own resumable read. Writes (:meth:`S3Opener.create`) are multipart uploads
 (:mod:`wds_cloud.openers.s3_write`).
 
@@ -266,7 +266,9 @@ class S3Opener:
         if cfg.prefetch:
             from wds_cloud.openers.s3_prefetch import open_prefetching
 
-            stream = open_prefetching(self, cfg, url, bucket, key)
+            stream = open_prefetching(
+                client, cfg, url, bucket, key, extra=self._extra(), error=self._error
+            )
             if stream is not None:
                 return stream
         return self._open_sequential(client, cfg, url, bucket, key)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, resolve_prefetch
 from wds_cloud.redact import config_repr
 from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
 
@@ -28,8 +29,6 @@ _DEFAULTS: dict[str, Any] = {
     "retries": 5,
     "backoff": 0.1,
     "multipart_chunksize": 16 << 20,
-    "prefetch": 0,
-    "prefetch_chunk": 8 << 20,
     "connect_timeout": 10.0,
     "read_timeout": 20.0,
     "stall_timeout": 60.0,
@@ -139,6 +138,8 @@ class S3Config:
         base = apply_overrides(self, overrides, "S3")
         values: dict[str, Any] = {}
         for f in fields(base):
+            if f.name in PREFETCH_OPTIONS:
+                continue
             value = getattr(base, f.name)
             source = "argument"
             if value is None and f.name not in _NO_WDS_ENV:
@@ -151,6 +152,9 @@ class S3Config:
             elif f.name in _DEFAULTS:
                 value = _convert(f.name, value, source)
             values[f.name] = value
+        values["prefetch"], values["prefetch_chunk"] = resolve_prefetch(
+            "S3", base.prefetch, base.prefetch_chunk, environ=environ
+        )
         if values["addressing_style"] is None:
             values["addressing_style"] = "path" if values["endpoint_url"] else "auto"
         if values["addressing_style"] not in ("path", "virtual", "auto"):
@@ -161,12 +165,11 @@ class S3Config:
             raise ConfigError(
                 f"S3 multipart_chunksize must be at least 5 MiB, got {values['multipart_chunksize']}"
             )
-        for name in ("max_attempts", "prefetch_chunk", "list_page_size"):
+        for name in ("max_attempts", "list_page_size"):
             if values[name] < 1:
                 raise ConfigError(f"S3 {name} must be at least 1, got {values[name]}")
-        for name in ("retries", "prefetch"):
-            if values[name] < 0:
-                raise ConfigError(f"S3 {name} must be >= 0, got {values[name]}")
+        if values["retries"] < 0:
+            raise ConfigError(f"S3 retries must be >= 0, got {values['retries']}")
         if not values["stall_timeout"] > 0:
             raise ConfigError(
                 f"S3 stall_timeout must be > 0 seconds, got {values['stall_timeout']}"

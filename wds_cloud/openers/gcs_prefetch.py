@@ -1,0 +1,82 @@
+"""The GCS side of parallel ranged reads (``GcsConfig.prefetch = N``).
+
+A first media GET of ``Range: bytes=0-(part-1)`` learns the object's size (``Content-Range``)
+and generation (``X-Goog-Generation``); its body becomes part 0. Every other part is a ranged
+media GET with ``generation=G``, so a replaced object answers 404 and the read raises
+:class:`ShardReadError` naming both generations. An endpoint that ignores ``Range`` falls back
+to one streaming GET. The parts are read in order by
+:class:`~wds_cloud.openers.prefetch.PrefetchReader`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from wds_cloud.errors import ShardNotFoundError
+from wds_cloud.openers.gcs_read import MediaFetch, read_errors
+from wds_cloud.openers.prefetch import PrefetchReader
+from wds_cloud.openers.resume import Opened, content_range_total
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.gcs import GcsOpener
+    from wds_cloud.openers.gcs_config import GcsConfig
+
+
+class GcsPrefetchReader(PrefetchReader):
+    """A :class:`PrefetchReader` that says which generation it reads, like ``GcsReader``."""
+
+    @property
+    def generation(self) -> int | None:
+        """The object generation every part is pinned to."""
+        return self.version  # type: ignore[no-any-return]
+
+
+def open_prefetching(
+    opener: GcsOpener, cfg: GcsConfig, url: str, wanted: Any
+) -> GcsPrefetchReader | None:
+    """A :class:`GcsPrefetchReader` over ``url``, or None to stream it with one GET instead.
+
+    Args:
+        opener: the GCS opener (session, timeouts, error translation).
+        cfg: the resolved config of this call (``prefetch``, ``prefetch_chunk``).
+        url: ``gs://`` URL.
+        wanted: a generation asked for by the caller, or None for the live object.
+
+    Raises:
+        ShardNotFoundError: no such object or bucket.
+    """
+    parsed = opener._parse(url)
+    client = opener.client(url)
+    chunk = int(cfg.prefetch_chunk or 1)
+    probe = MediaFetch(opener, client, url, parsed, wanted)
+    probe.end = chunk
+    try:
+        first = probe(0)
+    except ShardNotFoundError:
+        raise
+    except Exception:
+        return None  # transient, or an empty object (416): the streaming path decides
+    total = content_range_total(probe.content_range)
+    if first.start != 0 or total is None or probe.generation is None:
+        first.body.close()  # the range was ignored (200): stream the object instead
+        return None
+    generation = probe.generation
+
+    def span(start: int, end: int) -> Opened:
+        fetch = MediaFetch(opener, client, url, parsed, generation)
+        fetch.generation = generation  # pinned: a 404 means "replaced", not "missing"
+        return fetch.span(start, end)
+
+    return GcsPrefetchReader(
+        url=url,
+        size=total,
+        span=span,
+        first=first,
+        parts=max(1, int(cfg.prefetch or 1)),
+        part_size=chunk,
+        policy=opener._policy(),
+        retry_on=read_errors(),
+        explain=probe.explain,
+        version=generation,
+        name="wds-gcs-prefetch",
+    )
