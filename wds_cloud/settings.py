@@ -11,6 +11,9 @@ is created or a function is called, never at import. One rule per type:
   so ``WDS_SECURE=2`` stays on); false is ``0``, ``false``, ``no``, ``off``;
 - integers: Python's ``int()`` (``1_000`` is accepted); numbers: ``float()``;
 - choices: case-insensitive, returned lower-case;
+- byte sizes (:func:`parse_bytes`): a number with an optional binary unit ``K``, ``M``, ``G``,
+  ``T`` (``KB``, ``KiB``, ``Ki`` the same; case-insensitive); each caller says whether
+  fractions, ``1e11`` notation or a sign are accepted;
 
 anything else raises :class:`~wds_cloud.errors.ConfigError` naming the variable and its value.
 """
@@ -18,6 +21,7 @@ anything else raises :class:`~wds_cloud.errors.ConfigError` naming the variable 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields, replace
 from typing import Any, TypeVar
@@ -29,12 +33,14 @@ __all__ = [
     "TRUE",
     "apply_overrides",
     "env_bool",
+    "env_bytes",
     "env_choice",
     "env_first",
     "env_float",
     "env_int",
     "env_str",
     "parse_bool",
+    "parse_bytes",
     "parse_float",
     "parse_int",
     "reject_unknown_options",
@@ -99,6 +105,74 @@ def parse_float(text: str, source: str) -> float:
         ConfigError: not a number.
     """
     return _parse(float, text, source, "a number")
+
+
+BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_BYTES = re.compile(r"([+-]?)((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:E[+-]?[0-9]+)?)\s*([KMGT]?)(I?B?)")
+
+
+def parse_bytes(
+    text: str,
+    source: str,
+    *,
+    fraction: bool = True,
+    exponent: bool = False,
+    signed: bool = False,
+) -> int:
+    """``text`` as a number of bytes: ``4096``, ``64M``, ``64MiB``, ``1.5 GB``, ``2Ki``...
+
+    Every unit is binary (``K`` is 1024, ``KB`` too, as AIStore reads sizes); ``B`` alone is
+    bytes. A whole number is exact; a fraction or an exponent is computed in floating point
+    and truncated (``int(float(number) * unit)``).
+
+    Args:
+        text: the text (surrounding whitespace ignored).
+        source: the setting's name, for the error.
+        fraction: accept ``1.5M`` and ``.5G``.
+        exponent: accept ``1e11`` notation.
+        signed: accept a leading ``+`` or ``-`` (a negative result is the caller's to judge).
+
+    Raises:
+        ConfigError: not a byte count in that syntax (the message names ``source``).
+    """
+    match = _BYTES.fullmatch(text.strip().upper())
+    if match is not None:
+        sign, number, prefix, suffix = match.groups()
+        ok = (
+            (signed or not sign)
+            and (fraction or "." not in number)
+            and (exponent or "E" not in number)
+            and (prefix or suffix in ("", "B"))
+        )
+        if ok:
+            scale = BYTE_UNITS[prefix]
+            try:
+                value = int(number) * scale if number.isdigit() else int(float(number) * scale)
+            except OverflowError:
+                pass
+            else:
+                return -value if sign == "-" else value
+    raise ConfigError(f"{source}={text!r} is not a byte count")
+
+
+def env_bytes(
+    name: str,
+    default: D,
+    *,
+    environ: Mapping[str, str] | None = None,
+    fraction: bool = True,
+    exponent: bool = False,
+    signed: bool = False,
+) -> int | D:
+    """``name`` as a number of bytes (:func:`parse_bytes`), or ``default`` when unset or blank.
+
+    Raises:
+        ConfigError: not a byte count.
+    """
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    return parse_bytes(value, name, fraction=fraction, exponent=exponent, signed=signed)
 
 
 def env_first(

@@ -11,8 +11,8 @@ import requests
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 
-from wds_cloud.errors import ShardNotFoundError, ShardOpenError, UploadError
-from wds_cloud.openers.gcs import translate_error
+from wds_cloud.errors import ShardNotFoundError, ShardOpenError
+from wds_cloud.openers.gcs_errors import translate_error
 
 URL = "gs://bkt/shard-0001.tar"
 EP = "http://127.0.0.1:1"
@@ -69,10 +69,9 @@ def test_read_errors(exc: BaseException, kind: type, text: str) -> None:
     assert getattr(error, "offset", None) == 7
 
 
-def test_write_errors_are_upload_errors() -> None:
-    error = translate_error(
-        gexc.Forbidden("no storage.objects.create"), url=URL, endpoint=EP, writing=True
-    )
-    assert type(error) is UploadError
-    assert "upload failed: access denied by GCS: no storage.objects.create" in str(error)
+def test_write_errors_name_the_cause() -> None:
+    # GcsWriter wraps this reason in its UploadError ("upload failed after N bytes: ...")
+    error = translate_error(gexc.Forbidden("no storage.objects.create"), url=URL, endpoint=EP)
+    assert type(error) is ShardOpenError
+    assert "access denied by GCS: no storage.objects.create" in str(error)
     assert error.url == URL

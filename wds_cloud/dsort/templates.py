@@ -10,14 +10,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from wds_cloud.errors import DsortSpecError
+from wds_cloud.errors import ConfigError, DsortSpecError
+from wds_cloud.settings import parse_bytes
 
 _MAX_INT32 = 2**31 - 1
-_UNITS = {"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
-_UNITS |= {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
-_UNITS |= {"KI": 1 << 10, "MI": 1 << 20, "GI": 1 << 30, "TI": 1 << 40}
-_UNITS |= {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "B": 1, "": 1}
-_SIZE_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Z]*)$")
 
 
 def parse_size(value: str | int, *, field: str = "output_shard_size") -> int:
@@ -41,17 +37,19 @@ def parse_size(value: str | int, *, field: str = "output_shard_size") -> int:
         if value < 0:
             raise DsortSpecError(f"size must be >= 0 (got {value})", field=field)
         return value
-    text = value.strip().upper()
+    text = value.strip()
     if text.startswith("-"):
         raise DsortSpecError(f"size must be >= 0 (got {value!r})", field=field)
-    match = _SIZE_RE.match(text)
-    if text and (match is None or match.group(2) not in _UNITS):
+    if not text:
+        return 0
+    try:
+        return parse_bytes(text, field)
+    except ConfigError:
         raise DsortSpecError(
             f"malformed size {value!r} (expecting e.g. '64MiB', '1.5GiB', '4096'; "
             "units K, M, G, T with optional B/iB, all binary)",
             field=field,
-        )
-    return int(float(match.group(1)) * _UNITS[match.group(2)]) if match else 0
+        ) from None
 
 
 @dataclass(frozen=True)

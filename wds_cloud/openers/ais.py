@@ -26,175 +26,46 @@ last byte.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import IO, Any, Self, cast
+from typing import IO, Any, cast
 from urllib.parse import quote, unquote
 
-from wds_cloud.errors import (
-    ConfigError,
-    MissingDependencyError,
-    ShardError,
-    ShardNotFoundError,
-    ShardOpenError,
+from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
+from wds_cloud.openers.ais_config import (
+    DEFAULT_ENDPOINT,
+    PROVIDERS,
+    URL_OPTIONS,
+    AisConfig,
+    AisTarget,
+    etl_args_text,
+    provider_name,
 )
-from wds_cloud.openers.backoff import DEFAULT_STALL_TIMEOUT, positive_seconds, stall_bound
-from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, resolve_prefetch
+from wds_cloud.openers.ais_errors import translate_error
+from wds_cloud.openers.backoff import stall_bound
+from wds_cloud.openers.prefetch import PREFETCH_OPTIONS
 from wds_cloud.openers.resume import ResumableReader, read_span
-from wds_cloud.settings import apply_overrides, env_str, reject_unknown_options
+from wds_cloud.settings import reject_unknown_options
 from wds_cloud.urls import parse_object_url
 
 try:
     import aistore
-    import requests
     import urllib3
-    from aistore.sdk import errors as ais_errors
 
-    from wds_cloud.openers.ais_io import AisWriter, Fetcher, make_read_client, read_timeouts
+    from wds_cloud.openers.ais_io import (
+        AisAccess,
+        AisWriter,
+        Fetcher,
+        make_read_client,
+        read_timeouts,
+    )
 except ImportError:  # pragma: no cover - exercised only without the extra
     aistore = None
 
 SCHEMES = ("ais",)
+__all__ = ["DEFAULT_ENDPOINT", "PROVIDERS", "SCHEMES", "AisConfig", "AisOpener", "AisTarget"]
 
-DEFAULT_ENDPOINT = "http://localhost:8080"
-PROVIDERS = {"ais": "ais", "aws": "aws", "s3": "aws", "gcp": "gcp", "gs": "gcp"}
-PROVIDERS.update({"azure": "azure", "az": "azure", "oci": "oci", "ht": "ht"})
-URL_OPTIONS = ("provider", "etl", "etl_args")
 OPEN_OPTIONS = ("etl", "etl_args")  # keyword options of open() and open_at()
 _SAFE = "/-_.~!$&'()*+,;=:@"
-
-
-def _etl_args_text(args: str | dict[str, Any] | None) -> str | None:
-    """AIStore's ``etl_args`` value: strings verbatim, dicts as compact JSON."""
-    if args is None or isinstance(args, str):
-        return args
-    if isinstance(args, dict):
-        return json.dumps(args, separators=(",", ":"))
-    raise ConfigError(f"etl_args must be a str or a dict, got {type(args).__name__}")
-
-
-def _provider(value: str, where: str) -> str:
-    try:
-        return PROVIDERS[value.lower()]
-    except KeyError:
-        raise ConfigError(
-            f"unknown AIStore provider {value!r} in {where}; use one of {sorted(PROVIDERS)}"
-        ) from None
-
-
-@dataclass(frozen=True)
-class AisConfig:
-    """How to reach AIStore. ``None`` fields are resolved by :meth:`resolve` (the opener does it).
-
-    Attributes:
-        endpoint: cluster URL; argument > ``AIS_ENDPOINT`` > ``http://localhost:8080``.
-        token: AuthN token; argument > ``AIS_AUTHN_TOKEN`` > none.
-        timeout: seconds, or ``(connect, read)``; None leaves the SDK's default ``(3, 20)``
-            (``AIS_CONNECT_TIMEOUT``/``AIS_READ_TIMEOUT``). A slow inline ETL needs a long read.
-        retries: attempts after the first for failed requests (SDK level for listing and
-            writes: connection errors, 429/5xx); for reads, consecutive attempts without a
-            new byte (first request and resumes after a broken stream). Default 3.
-        backoff: first retry delay in seconds, doubling. Default 0.5.
-        stall_timeout: seconds without a new byte before a read gives up with "stalled";
-            argument > ``WDS_CLOUD_AIS_STALL_TIMEOUT`` > 60.
-        etl: default inline ETL name for every read (URL ``?etl=`` and ``open(etl=)`` win).
-        etl_args: default ETL arguments; a dict is sent as compact JSON.
-        provider: default bucket provider: ``ais`` (default), ``aws``, ``gcp``, ``azure``, ``oci``.
-        page_size: objects per list page; 0 lets the cluster choose (10000 for ais buckets).
-        part_size: bytes per multipart-upload part when writing (default 16 MiB); objects
-            smaller than one part are sent with a single PUT.
-        prefetch: parallel ranged GETs in flight per stream (``WDS_CLOUD_AIS_PREFETCH``); 0
-            streams one GET (:mod:`wds_cloud.openers.prefetch`).
-        prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_AIS_PREFETCH_CHUNK``).
-    """
-
-    endpoint: str | None = None
-    token: str | None = None
-    timeout: float | tuple[float, float] | None = None
-    retries: int | None = None
-    backoff: float | None = None
-    stall_timeout: float | None = None
-    etl: str | None = None
-    etl_args: str | dict[str, Any] | None = None
-    provider: str | None = None
-    page_size: int | None = None
-    part_size: int | None = None
-    prefetch: int | None = None
-    prefetch_chunk: int | None = None
-
-    def __repr__(self) -> str:
-        from wds_cloud.redact import config_repr
-
-        return config_repr(self, secrets=("token",))
-
-    def resolve(
-        self,
-        overrides: Mapping[str, Any] | None = None,
-        *,
-        environ: Mapping[str, str] | None = None,
-    ) -> Self:
-        """A copy with ``overrides`` applied, then every ``None`` field filled from the
-        environment (``environ``, default ``os.environ``) or the default, and normalised
-        (endpoint without a trailing ``/``, provider canonical, ``etl_args`` as text).
-
-        Raises:
-            ConfigError: an unknown override, or an invalid value.
-        """
-        base = apply_overrides(self, overrides, "AIStore")
-        endpoint: str = env_str("AIS_ENDPOINT", DEFAULT_ENDPOINT, environ=environ)
-        endpoint = base.endpoint or endpoint
-        if not endpoint.startswith(("http://", "https://")):
-            raise ConfigError(f"AIStore endpoint {endpoint!r} must start with http:// or https://")
-        stall: Any = base.stall_timeout
-        source = "AisConfig.stall_timeout"
-        if stall is None:
-            source = "WDS_CLOUD_AIS_STALL_TIMEOUT"
-            stall = env_str(source, DEFAULT_STALL_TIMEOUT, environ=environ)
-        prefetch, chunk = resolve_prefetch(
-            "AIS", base.prefetch, base.prefetch_chunk, environ=environ
-        )
-        resolved = replace(
-            base,
-            prefetch=prefetch,
-            prefetch_chunk=chunk,
-            endpoint=endpoint.rstrip("/"),
-            token=base.token or env_str("AIS_AUTHN_TOKEN", None, environ=environ),
-            retries=3 if base.retries is None else int(base.retries),
-            backoff=0.5 if base.backoff is None else float(base.backoff),
-            stall_timeout=positive_seconds(stall, source),
-            provider=_provider(base.provider or "ais", "AisConfig.provider"),
-            page_size=0 if base.page_size is None else int(base.page_size),
-            part_size=16 << 20 if base.part_size is None else int(base.part_size),
-            etl_args=_etl_args_text(base.etl_args),
-        )
-        if resolved.retries < 0 or resolved.page_size < 0 or resolved.part_size <= 0:  # type: ignore[operator]
-            raise ConfigError(f"retries and page_size must be >= 0 and part_size > 0: {resolved}")
-        return resolved
-
-
-@dataclass(frozen=True)
-class AisTarget:
-    """One parsed ``ais://`` URL with its options resolved."""
-
-    url: str
-    bucket: str
-    name: str
-    provider: str
-    etl: str | None
-    etl_args: str | None
-    query: str
-
-
-def _message(exc: Any) -> str:
-    """The ``message`` of AIStore's JSON error body (the raw text when it is not JSON)."""
-    text = str(getattr(exc, "message", "") or exc)
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return str(value.get("message", text)) if isinstance(value, dict) else text
 
 
 def _require_sdk() -> None:
@@ -278,36 +149,25 @@ class AisOpener:
         connect, read = read_timeouts(self.config)
         return stall_bound(float(self.config.stall_timeout or 0), connect, read)
 
-    def _error(self, exc: BaseException, target: AisTarget, action: str) -> ShardError:
-        """Translate an SDK/requests error into the wds_cloud tree."""
+    def translate_error(
+        self,
+        exc: BaseException,
+        /,
+        *,
+        url: str,
+        offset: int | None = None,
+        action: str = "GET",
+        etl: str | None = None,
+    ) -> ShardError:
+        """:func:`wds_cloud.openers.ais_errors.translate_error` with this opener's endpoint."""
         endpoint = self.config.endpoint
-        where = f"{action} on AIStore at {endpoint}"
-        not_found = (
-            ais_errors.ErrObjNotFound,
-            ais_errors.ErrBckNotFound,
-            ais_errors.ErrRemoteBckNotFound,
+        return translate_error(
+            exc, url=url, offset=offset, endpoint=endpoint, action=action, etl=etl
         )
-        if isinstance(exc, not_found):
-            return ShardNotFoundError(f"not found ({where}): {_message(exc)}", url=target.url)
-        if isinstance(exc, ais_errors.ErrETLNotFound) or (
-            isinstance(exc, ais_errors.AISError)
-            and exc.status_code == 404
-            and target.etl
-            and target.etl in exc.message
-        ):
-            return ShardOpenError(
-                f"ETL {target.etl!r} does not exist or is not running ({where}): {_message(exc)}",
-                url=target.url,
-            )
-        if isinstance(exc, ais_errors.AISError):
-            status = exc.status_code
-            cls = ShardNotFoundError if status == 404 else ShardOpenError
-            return cls(f"AIStore answered {status} ({where}): {_message(exc)}", url=target.url)
-        if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
-            return ShardOpenError(
-                f"cannot reach AIStore at {endpoint} ({action}): {exc}", url=target.url
-            )
-        return ShardOpenError(f"{where} failed: {type(exc).__name__}: {exc}", url=target.url)
+
+    def access(self) -> AisAccess:
+        """The clients, settings and error translation a reader gets from this opener."""
+        return AisAccess(self.client(), self.read_client(), self.config, self.translate_error)
 
     # URLs ------------------------------------------------------------------------------------
     def target(
@@ -327,9 +187,11 @@ class AisOpener:
                 f"URL {url!r}: unknown option(s) {unknown}; known: {list(URL_OPTIONS)}"
             )
         q = parsed.query
-        provider = _provider(q["provider"], url) if "provider" in q else str(self.config.provider)
+        provider = (
+            provider_name(q["provider"], url) if "provider" in q else str(self.config.provider)
+        )
         etl_name = q.get("etl") or etl or self.config.etl
-        args = q["etl_args"] if "etl_args" in q else _etl_args_text(etl_args)
+        args = q["etl_args"] if "etl_args" in q else etl_args_text(etl_args)
         if args is None:
             args = self.config.etl_args  # type: ignore[assignment]
         query = url.split("?", 1)[1] if "?" in url else ""
@@ -343,7 +205,8 @@ class AisOpener:
             query=query,
         )
 
-    def _object(self, target: AisTarget) -> Any:
+    def object(self, target: AisTarget) -> Any:
+        """The SDK ``Object`` of ``target`` on :meth:`client` (SDK retries)."""
         return self.client().bucket(target.bucket, provider=target.provider).object(target.name)
 
     # read ------------------------------------------------------------------------------------
@@ -380,7 +243,7 @@ class AisOpener:
             _require_sdk()
             from wds_cloud.openers.ais_prefetch import open_prefetching
 
-            stream = open_prefetching(self, cfg, self.target(url, etl, etl_args))
+            stream = open_prefetching(self.access(), cfg, self.target(url, etl, etl_args))
             if stream is not None:
                 return stream  # type: ignore[return-value]
         return self._reader(url, 0, etl, etl_args)
@@ -418,7 +281,7 @@ class AisOpener:
     ) -> IO[bytes]:
         _require_sdk()
         target = self.target(url, etl, etl_args)
-        fetcher = Fetcher(self, target)
+        fetcher = Fetcher(self.access(), target)
         reader = ResumableReader(
             fetcher,
             url=url,
@@ -454,7 +317,7 @@ class AisOpener:
                 "index offsets describe the stored object; read without ?etl= and transform "
                 "the samples yourself"
             )
-        fetcher = Fetcher(self, target)
+        fetcher = Fetcher(self.access(), target)
         return read_span(
             fetcher.span,
             url=url,
@@ -485,7 +348,7 @@ class AisOpener:
             )
             names = [e.name for e in entries]
         except Exception as exc:
-            raise self._error(exc, target, "list") from exc
+            raise self.translate_error(exc, url=target.url, action="list", etl=target.etl) from exc
         return [f"ais://{target.bucket}/{quote(n, safe=_SAFE)}{suffix}" for n in names]
 
     # write -----------------------------------------------------------------------------------
@@ -499,4 +362,6 @@ class AisOpener:
         target = self.target(url)
         if target.etl:
             raise ConfigError(f"cannot write through an ETL: {url!r}")
-        return AisWriter(self, target)
+        part_size = int(self.config.part_size or 1)
+        endpoint = str(self.config.endpoint)
+        return AisWriter(self.object(target), target.url, part_size=part_size, endpoint=endpoint)

@@ -1,16 +1,20 @@
 """Streams behind :mod:`wds_cloud.openers.ais`: the resumable GET and the multipart writer.
 
-Imported only by :mod:`wds_cloud.openers.ais` after the ``aistore`` SDK import succeeded.
+Imported only by :mod:`wds_cloud.openers.ais` after the ``aistore`` SDK import succeeded. The
+reader gets what it needs from the opener as an :class:`AisAccess`, the writer its SDK object.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import requests
 import urllib3
 
-from wds_cloud.errors import ConfigError, ShardReadError, UploadError
+from wds_cloud.errors import ConfigError, ShardError, ShardReadError, UploadError
+from wds_cloud.openers.ais_config import AisConfig, AisTarget
+from wds_cloud.openers.ais_errors import AisTranslate
 from wds_cloud.openers.backoff import RetryPolicy
 from wds_cloud.openers.resume import (
     NETWORK_ERRORS,
@@ -24,10 +28,24 @@ from wds_cloud.openers.resume import (
 from wds_cloud.openers.writer import CommittingWriter
 from wds_cloud.settings import env_float
 
-if TYPE_CHECKING:
-    from wds_cloud.openers.ais import AisConfig, AisOpener, AisTarget
-
 _TRANSIENT = (429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class AisAccess:
+    """What an AIStore reader needs from its opener, passed explicitly.
+
+    Attributes:
+        client: the SDK client with SDK retries (the HEAD after a 416).
+        read_client: the SDK client of object reads (one attempt per request).
+        config: the opener's resolved settings (the read loop's policy).
+        translate: the opener's error translation (endpoint bound).
+    """
+
+    client: Any
+    read_client: Any
+    config: AisConfig
+    translate: AisTranslate
 
 
 def _env_seconds(name: str, default: float) -> float | None:
@@ -90,8 +108,8 @@ class Fetcher:
         urllib3.exceptions.HTTPError,
     )
 
-    def __init__(self, opener: AisOpener, target: AisTarget) -> None:
-        self.opener = opener
+    def __init__(self, access: AisAccess, target: AisTarget) -> None:
+        self.access = access
         self.target = target
         self.checksum: str | None = None
         self._answered = False
@@ -121,7 +139,7 @@ class Fetcher:
 
     def policy(self) -> RetryPolicy:
         """The read loop's policy from the opener's config."""
-        cfg = self.opener.config
+        cfg = self.access.config
         return RetryPolicy(
             retries=int(cfg.retries or 0),
             backoff=float(cfg.backoff or 0),
@@ -133,7 +151,10 @@ class Fetcher:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
         if isinstance(exc, RetryableError):
             return str(exc)
-        return self.opener._error(exc, self.target, "GET").reason
+        return self._error(exc, "GET").reason
+
+    def _error(self, exc: BaseException, action: str) -> ShardError:
+        return self.access.translate(exc, url=self.target.url, action=action, etl=self.target.etl)
 
     def _get(self, offset: int) -> Any:
         from aistore.sdk.etl import ETLConfig
@@ -146,7 +167,7 @@ class Fetcher:
             kwargs["byte_range"] = f"bytes={offset}-{self.end - 1}"
         elif offset:
             kwargs["byte_range"] = f"bytes={offset}-"
-        bucket = self.opener.read_client().bucket(t.bucket, provider=t.provider)
+        bucket = self.access.read_client.bucket(t.bucket, provider=t.provider)
         return bucket.object(t.name).get_reader(**kwargs).raw()
 
     def __call__(self, offset: int) -> Opened:
@@ -165,7 +186,7 @@ class Fetcher:
             ):
                 raise RetryableError(f"AIStore answered {status}: {exc}") from exc
             action = f"GET from byte {offset}" if self._answered else "GET"
-            raise self.opener._error(exc, self.target, action) from exc
+            raise self._error(exc, action) from exc
         length = raw.headers.get("Content-Length")
         self.content_range = raw.headers.get("Content-Range")
         if raw.status == 200:
@@ -197,9 +218,10 @@ class Fetcher:
         error naming its size (from a HEAD)."""
         t = self.target
         try:
-            size = self.opener._object(t).head().size
+            bucket = self.access.client.bucket(t.bucket, provider=t.provider)
+            size = bucket.object(t.name).head().size
         except Exception as head_exc:
-            raise self.opener._error(head_exc, t, "HEAD") from exc
+            raise self._error(head_exc, "HEAD") from exc
         return past_end(t.url, offset, int(size))
 
 
@@ -209,22 +231,26 @@ class AisWriter(CommittingWriter):
     Small objects (under ``part_size``) go in one PUT at ``close()``; larger ones use AIStore's
     multipart upload, completed at ``close()``. Until then nothing is visible under the name;
     ``abort()``, an exception in a ``with`` block or garbage collection abort the upload.
+
+    Args:
+        obj: the SDK ``Object`` to write (on the opener's retrying client).
+        url: the destination URL.
+        part_size: bytes per multipart-upload part.
+        endpoint: the cluster URL, for error messages.
     """
 
-    def __init__(self, opener: AisOpener, target: AisTarget) -> None:
-        self._opener = opener
-        self._obj = opener._object(target)
-        self._part_size = int(opener.config.part_size or 1)
+    def __init__(self, obj: Any, url: str, *, part_size: int, endpoint: str) -> None:
+        self._obj = obj
+        self._part_size = part_size
+        self._endpoint = endpoint
         self._buffer = bytearray()
         self._upload: Any = None
         self._parts = 0
-        super().__init__(target.url)
+        super().__init__(url)
 
     def _error(self, exc: Exception, action: str) -> UploadError:
         doing = f"uploading part {self._parts}" if action == "writing" else "committing the upload"
-        return UploadError(
-            f"{doing} failed on AIStore at {self._opener.config.endpoint}: {exc}", url=self.url
-        )
+        return UploadError(f"{doing} failed on AIStore at {self._endpoint}: {exc}", url=self.url)
 
     def _send_part(self, data: bytes) -> None:
         if self._upload is None:

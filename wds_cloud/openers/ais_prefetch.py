@@ -19,14 +19,15 @@ from wds_cloud.openers.prefetch import PrefetchReader
 from wds_cloud.openers.resume import Opened, content_range_total
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.ais import AisConfig, AisOpener, AisTarget
+    from wds_cloud.openers.ais_config import AisConfig, AisTarget
+    from wds_cloud.openers.ais_io import AisAccess
 
 
-def open_prefetching(opener: AisOpener, cfg: AisConfig, target: AisTarget) -> PrefetchReader | None:
+def open_prefetching(access: AisAccess, cfg: AisConfig, target: AisTarget) -> PrefetchReader | None:
     """A :class:`PrefetchReader` over ``target``, or None to stream it with one GET instead.
 
     Args:
-        opener: the AIStore opener (read client, error translation).
+        access: the opener's clients, settings and error translation.
         cfg: the resolved config of this call (``prefetch``, ``prefetch_chunk``).
         target: the parsed URL.
 
@@ -36,7 +37,7 @@ def open_prefetching(opener: AisOpener, cfg: AisConfig, target: AisTarget) -> Pr
     if target.etl:
         return None
     chunk = int(cfg.prefetch_chunk or 1)
-    probe = Fetcher(opener, target)
+    probe = Fetcher(access, target)
     probe.end = chunk
     try:
         first = probe(0)
@@ -51,7 +52,7 @@ def open_prefetching(opener: AisOpener, cfg: AisConfig, target: AisTarget) -> Pr
     checksum = probe.checksum
 
     def span(start: int, end: int) -> Opened:
-        return Fetcher(opener, target).pinned(checksum).span(start, end)
+        return Fetcher(access, target).pinned(checksum).span(start, end)
 
     return PrefetchReader(
         url=target.url,

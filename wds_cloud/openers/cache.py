@@ -28,8 +28,9 @@ added and temporary files are never evicted (:func:`wds_cloud.openers.cache_lru.
 
 Environment (read when a :class:`ShardCache` is created): ``WDS_CLOUD_CACHE_DIR`` or
 webdataset's ``WDS_CACHE`` (default directory), ``WDS_CLOUD_CACHE_SIZE`` or ``WDS_CACHE_SIZE``
-(default ``max_bytes``, in bytes; ``1e11`` notation is accepted), ``WDS_VERBOSE_CACHE=1`` (report every hit, miss, commit and
-eviction on stderr, as webdataset does; they are always logged at DEBUG).
+(default ``max_bytes``, in bytes; ``1e11`` notation and binary units such as ``100G`` are
+accepted), ``WDS_VERBOSE_CACHE=1`` (report every hit, miss, commit and eviction on stderr,
+as webdataset does; they are always logged at DEBUG).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from wds_cloud.openers.cache_lru import TEMP_DIR, cache_files, evict_lru
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
-from wds_cloud.settings import env_bool, env_first
+from wds_cloud.settings import env_bool, env_first, parse_bytes
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +70,17 @@ def env_cache_dir(environ: Any = None) -> str | None:
 
 def env_cache_size(environ: Any = None) -> int | None:
     """The cache size bound the environment asks for (``WDS_CLOUD_CACHE_SIZE``,
-    ``WDS_CACHE_SIZE``), in bytes; ``1e11`` notation is accepted.
+    ``WDS_CACHE_SIZE``), in bytes (:func:`~wds_cloud.settings.parse_bytes`: ``1e11`` notation,
+    binary units such as ``100G``, and a sign are accepted; ``<= 0`` means no bound).
 
     Raises:
-        ConfigError: the value is not a number.
+        ConfigError: the value is not a byte count.
     """
     found = env_first(SIZE_VARS, environ)
-    if found is not None:
-        name, raw = found
-        try:
-            return int(raw)
-        except ValueError:
-            pass
-        try:
-            return int(float(raw))
-        except (ValueError, OverflowError):
-            raise ConfigError(f"{name}={raw!r} is not a byte count") from None
-    return None
+    if found is None:
+        return None
+    name, raw = found
+    return parse_bytes(raw, name, exponent=True, signed=True)  # <= 0: no bound
 
 
 def cache_name(url: str) -> str:

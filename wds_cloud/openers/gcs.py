@@ -30,9 +30,11 @@ from wds_cloud.errors import (
     ShardOpenError,
     UploadError,
 )
-from wds_cloud.openers.backoff import RetryPolicy, stall_bound
-from wds_cloud.openers.gcs_config import GcsConfig
+from wds_cloud.openers.backoff import stall_bound
+from wds_cloud.openers.gcs_config import GcsAccess, GcsConfig
+from wds_cloud.openers.gcs_errors import DEFAULT_ENDPOINT, translate_error
 from wds_cloud.openers.gcs_read import GcsReader, MediaFetch, read_errors
+from wds_cloud.openers.gcs_retry import media_timeout, policy, request_timeout, sdk_retry
 from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.resume import read_span
 from wds_cloud.settings import reject_unknown_options
@@ -40,9 +42,6 @@ from wds_cloud.urls import ObjectUrl, parse_object_url
 
 try:
     import google.auth
-    import requests
-    from google.api_core import exceptions as gexc
-    from google.auth import exceptions as auth_exc
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.requests import AuthorizedSession
     from google.cloud import storage
@@ -64,81 +63,6 @@ def _require_sdk() -> None:
         raise MissingDependencyError("google-cloud-storage is required for gs:// URLs", extra="gcs")
 
 
-def _transient(exc: BaseException) -> bool:
-    """Whether a failed SDK request may succeed when sent again."""
-    if isinstance(exc, auth_exc.TransportError) and exc.args:
-        inner = exc.args[0]
-        return isinstance(inner, BaseException) and _transient(inner)
-    transient: tuple[type[BaseException], ...] = (
-        gexc.TooManyRequests,
-        gexc.InternalServerError,
-        gexc.BadGateway,
-        gexc.ServiceUnavailable,
-        gexc.GatewayTimeout,
-        *read_errors(),
-    )
-    return isinstance(exc, transient)
-
-
-def translate_error(
-    exc: BaseException,
-    *,
-    url: str,
-    endpoint: str,
-    offset: int | None = None,
-    writing: bool = False,
-) -> ShardError | UploadError:
-    """The one place that maps google-cloud-storage / google-auth / HTTP errors to ours.
-
-    Args:
-        exc: the exception raised by the SDK or the HTTP layer.
-        url: the ``gs://`` URL involved.
-        endpoint: the API endpoint, named when it cannot be reached.
-        offset: byte offset in the object, when known.
-        writing: map to :class:`UploadError` (the write path).
-
-    Returns:
-        The exception to raise (``raise translate_error(...) from exc``).
-    """
-    if isinstance(exc, ShardError | UploadError):
-        return exc
-    if storage is not None and isinstance(exc, gexc.RetryError) and exc.cause is not None:
-        exc = exc.cause  # the SDK gave up retrying: report what actually went wrong
-    response: Any = getattr(exc, "response", None)
-    if (
-        storage is not None
-        and not isinstance(exc, gexc.GoogleAPICallError)
-        and isinstance(getattr(response, "status_code", None), int)
-        and response.status_code >= 400
-    ):
-        # the upload library's InvalidResponse: read GCS's own error from the answer
-        try:
-            exc = gexc.from_http_response(response)
-        except Exception:
-            pass
-    kind: type[ShardError] = ShardOpenError
-    if storage is not None and isinstance(exc, gexc.NotFound):
-        kind = ShardNotFoundError
-        message = f"not found: {exc.message}"
-    elif storage is not None and isinstance(exc, gexc.Unauthorized | gexc.Forbidden):
-        message = f"access denied by GCS: {exc.message}"
-    elif storage is not None and isinstance(exc, auth_exc.GoogleAuthError):
-        message = f"GCS credentials could not be used: {exc}"
-    elif storage is not None and isinstance(exc, gexc.GoogleAPICallError):
-        message = f"GCS request failed ({exc.code}): {exc.message}"
-    elif storage is not None and isinstance(exc, requests.ConnectionError | ConnectionError):
-        message = f"cannot connect to the GCS endpoint {endpoint}: {exc}"
-    elif storage is not None and isinstance(exc, requests.Timeout | TimeoutError):
-        message = f"timed out talking to the GCS endpoint {endpoint}: {exc}"
-    elif storage is not None and isinstance(exc, read_errors()):
-        message = f"the connection to the GCS endpoint {endpoint} broke: {exc}"
-    else:
-        message = f"GCS error: {type(exc).__name__}: {exc}"
-    if writing:
-        return UploadError(f"upload failed: {message}", url=url)
-    return kind(message, url=url, offset=offset)
-
-
 class GcsOpener:
     """Opens, lists and creates ``gs://`` objects.
 
@@ -152,8 +76,8 @@ class GcsOpener:
 
     def __init__(self, config: GcsConfig | None = None, **overrides: Any) -> None:
         self.config = (config or GcsConfig()).resolve(overrides)
-        self._client_obj: Any = None
-        self._session: Any = None
+        self._client: Any = None
+        self._read_client: Any = None
         self._pid: int | None = None
         self._lock = threading.Lock()
 
@@ -162,7 +86,7 @@ class GcsOpener:
     @property
     def endpoint(self) -> str:
         """The API endpoint in use."""
-        return self.config.endpoint or "https://storage.googleapis.com"
+        return self.config.endpoint or DEFAULT_ENDPOINT
 
     def client(self, url: str = "gs://") -> Any:
         """The ``google.cloud.storage.Client`` of this process (created on first use).
@@ -172,16 +96,44 @@ class GcsOpener:
             ShardOpenError: the credentials cannot be loaded.
         """
         _require_sdk()
-        if self._client_obj is not None and self._pid == os.getpid():
-            return self._client_obj
+        if self._client is not None and self._pid == os.getpid():
+            return self._client
         with self._lock:
-            if self._client_obj is None or self._pid != os.getpid():
-                self._client_obj, credentials = self._make_client(url)
+            if self._client is None or self._pid != os.getpid():
+                self._client, credentials = self._make_client(url)
                 # Media GETs go through a session of our own on the same credentials (the
                 # client's is private); google-cloud-core builds its session the same way.
-                self._session = AuthorizedSession(credentials)
+                self._read_client = AuthorizedSession(credentials)
                 self._pid = os.getpid()
-            return self._client_obj
+            return self._client
+
+    def read_client(self, url: str = "gs://") -> Any:
+        """The authorized ``requests`` session of this process for media GETs (created with
+        :meth:`client`, on the same credentials).
+
+        Raises:
+            As :meth:`client`.
+        """
+        self.client(url)
+        return self._read_client
+
+    def translate_error(
+        self, exc: BaseException, /, *, url: str, offset: int | None = None
+    ) -> ShardError:
+        """:func:`wds_cloud.openers.gcs_errors.translate_error` with this opener's endpoint."""
+        return translate_error(exc, url=url, offset=offset, endpoint=self.endpoint)
+
+    def access(self, url: str = "gs://") -> GcsAccess:
+        """The clients, timeouts, retry policy and error translation a reader gets."""
+        client = self.client(url)
+        return GcsAccess(
+            client=client,
+            session=self._read_client,
+            media_timeout=self.media_timeout(),
+            timeout=request_timeout(self.config),
+            retry=sdk_retry(self.config),
+            translate=self.translate_error,
+        )
 
     def _make_client(self, url: str) -> tuple[Any, Any]:
         cfg = self.config
@@ -217,8 +169,8 @@ class GcsOpener:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.config = state["config"]
-        self._client_obj = None
-        self._session = None
+        self._client = None
+        self._read_client = None
         self._pid = None
         self._lock = threading.Lock()
 
@@ -229,20 +181,6 @@ class GcsOpener:
         if not parsed.key:
             raise ConfigError(f"URL {url!r} names a bucket but no object (gs://BUCKET/BLOB)")
         return parsed
-
-    def _missing(self, client: Any, parsed: ObjectUrl, url: str) -> ShardNotFoundError:
-        try:
-            bucket_exists = client.bucket(parsed.bucket).exists(
-                timeout=self._timeout(), retry=self._retry()
-            )
-        except Exception:
-            bucket_exists = True  # say the object is missing, which is certainly true
-        what = (
-            f"object {parsed.key!r} does not exist in bucket {parsed.bucket!r}"
-            if bucket_exists
-            else f"bucket {parsed.bucket!r} does not exist"
-        )
-        return ShardNotFoundError(what, url=url)
 
     def open(self, url: str, **options: Any) -> GcsReader | GcsPrefetchReader:
         """Open ``gs://bucket/blob`` as a resumable streaming binary reader.
@@ -269,7 +207,9 @@ class GcsOpener:
             _require_sdk()
             from wds_cloud.openers.gcs_prefetch import open_prefetching
 
-            stream = open_prefetching(self, cfg, url, options.get("generation"))
+            stream = open_prefetching(
+                self.access(url), cfg, url, self._parse(url), options.get("generation")
+            )
             if stream is not None:
                 return stream
         return self._reader(url, 0, options)
@@ -297,9 +237,13 @@ class GcsOpener:
     def _reader(self, url: str, offset: int, options: dict[str, Any]) -> GcsReader:
         _require_sdk()
         parsed = self._parse(url)
-        fetch = MediaFetch(self, self.client(url), url, parsed, options.get("generation"))
+        fetch = MediaFetch(self.access(url), url, parsed, options.get("generation"))
         reader = GcsReader(
-            fetch, url=url, policy=self._policy(), retry_on=read_errors(), explain=fetch.explain
+            fetch,
+            url=url,
+            policy=policy(self.config),
+            retry_on=read_errors(),
+            explain=fetch.explain,
         )
         reader.position = offset
         reader.start()
@@ -324,23 +268,15 @@ class GcsOpener:
         reject_unknown_options(options, OPEN_OPTIONS, "gcs read_range()")
         _require_sdk()
         parsed = self._parse(url)
-        fetch = MediaFetch(self, self.client(url), url, parsed, options.get("generation"))
+        fetch = MediaFetch(self.access(url), url, parsed, options.get("generation"))
         return read_span(
             fetch.span,
             url=url,
             offset=offset,
             length=length,
-            policy=self._policy(),
+            policy=policy(self.config),
             retry_on=read_errors(),
             explain=fetch.explain,
-        )
-
-    def _policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            retries=int(self.config.retries or 0),
-            backoff=float(self.config.backoff or 0.0),
-            max_backoff=5.0,
-            stall_timeout=float(self.config.stall_timeout or 60.0),
         )
 
     def stall_bound(self) -> float:
@@ -348,41 +284,9 @@ class GcsOpener:
         connect, read = self.media_timeout()
         return stall_bound(float(self.config.stall_timeout or 0), connect, read)
 
-    def _retry(self) -> Any:
-        """The SDK retry policy for metadata, listing and upload requests.
-
-        At most ``retries`` transient failures (connection errors, timeouts, 429, 5xx) are
-        retried per call (per upload for writers), with exponential backoff from ``backoff``
-        up to 5 s; there is no overall deadline, so a slow but healthy request is never cut.
-        """
-        retries = int(self.config.retries or 0)
-        if not retries:
-            return None
-        from google.api_core.retry import Retry
-
-        budget = [retries]
-
-        def predicate(exc: BaseException) -> bool:
-            if not _transient(exc):
-                return False
-            budget[0] -= 1
-            return budget[0] >= 0
-
-        backoff = float(self.config.backoff or 0.0)
-        delays: dict[str, Any] = {"initial": backoff, "maximum": 5.0, "multiplier": 2.0}
-        try:
-            return Retry(predicate=predicate, timeout=None, **delays)
-        except TypeError:  # google-api-core before "timeout" called the overall limit "deadline"
-            return Retry(predicate=predicate, deadline=None, **delays)
-
-    def _timeout(self) -> tuple[float, float]:
-        """``(connect, read)`` seconds of metadata, listing and upload requests."""
-        return (float(self.config.connect_timeout or 10), float(self.config.read_timeout or 20))
-
     def media_timeout(self) -> tuple[float, float]:
         """``(connect, read)`` seconds of object reads: the read clipped to the stall deadline."""
-        connect, read = self._timeout()
-        return connect, self._policy().read_timeout(read)
+        return media_timeout(self.config)
 
     # -- listing and writing --------------------------------------------------------------
 
@@ -401,12 +305,12 @@ class GcsOpener:
                 parsed.bucket,
                 prefix=parsed.key or None,
                 page_size=self.config.page_size,
-                timeout=self._timeout(),
-                retry=self._retry(),
+                timeout=request_timeout(self.config),
+                retry=sdk_retry(self.config),
             )
             return [f"{parsed.scheme}://{parsed.bucket}/{blob.name}" for blob in blobs]
         except Exception as exc:
-            error = translate_error(exc, url=url, endpoint=self.endpoint)
+            error = self.translate_error(exc, url=url)
             if isinstance(error, ShardNotFoundError):  # listing 404s only for the bucket
                 raise ShardNotFoundError(
                     f"GCS bucket {parsed.bucket!r} does not exist", url=url
@@ -435,9 +339,9 @@ class GcsOpener:
         return GcsWriter(
             blob,
             url=url,
-            endpoint=self.endpoint,
+            translate=self.translate_error,
             chunk_size=int(self.config.chunk_size or 16 << 20),
             content_type=content_type or "application/x-tar",
-            timeout=self._timeout(),
-            retry=self._retry(),
+            timeout=request_timeout(self.config),
+            retry=sdk_retry(self.config),
         )

@@ -15,6 +15,7 @@ from typing import Any, Self
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.backoff import positive_seconds
 from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, resolve_prefetch
+from wds_cloud.openers.resume import TranslateError
 from wds_cloud.redact import config_repr
 from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
 
@@ -147,3 +148,24 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     if name in ("backoff", "connect_timeout", "read_timeout"):
         return parse_float(value, source)
     return value
+
+
+@dataclass(frozen=True)
+class GcsAccess:
+    """What a GCS reader needs from its opener, passed explicitly.
+
+    Attributes:
+        client: the ``google.cloud.storage.Client`` (metadata after a 404 or a 416).
+        session: the authorized ``requests`` session of media GETs (the opener's read client).
+        media_timeout: ``(connect, read)`` seconds of media GETs.
+        timeout: ``(connect, read)`` seconds of metadata requests.
+        retry: the SDK retry policy of metadata requests (None: no retries).
+        translate: the opener's error translation (endpoint bound).
+    """
+
+    client: Any
+    session: Any
+    media_timeout: tuple[float, float]
+    timeout: tuple[float, float]
+    retry: Any
+    translate: TranslateError

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.openers.gcs_read import MediaFetch, read_errors
+from wds_cloud.openers.gcs_retry import policy
 from wds_cloud.openers.prefetch import PrefetchReader
 from wds_cloud.openers.resume import Opened, content_range_total
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.gcs import GcsOpener
-    from wds_cloud.openers.gcs_config import GcsConfig
+    from wds_cloud.openers.gcs_config import GcsAccess, GcsConfig
+    from wds_cloud.urls import ObjectUrl
 
 
 class GcsPrefetchReader(PrefetchReader):
@@ -32,23 +33,22 @@ class GcsPrefetchReader(PrefetchReader):
 
 
 def open_prefetching(
-    opener: GcsOpener, cfg: GcsConfig, url: str, wanted: Any
+    access: GcsAccess, cfg: GcsConfig, url: str, parsed: ObjectUrl, wanted: Any
 ) -> GcsPrefetchReader | None:
     """A :class:`GcsPrefetchReader` over ``url``, or None to stream it with one GET instead.
 
     Args:
-        opener: the GCS opener (session, timeouts, error translation).
-        cfg: the resolved config of this call (``prefetch``, ``prefetch_chunk``).
+        access: the opener's client, media session, timeouts and error translation.
+        cfg: the resolved config of this call (``prefetch``, ``prefetch_chunk``, retries).
         url: ``gs://`` URL.
+        parsed: ``url`` parsed.
         wanted: a generation asked for by the caller, or None for the live object.
 
     Raises:
         ShardNotFoundError: no such object or bucket.
     """
-    parsed = opener._parse(url)
-    client = opener.client(url)
     chunk = int(cfg.prefetch_chunk or 1)
-    probe = MediaFetch(opener, client, url, parsed, wanted)
+    probe = MediaFetch(access, url, parsed, wanted)
     probe.end = chunk
     try:
         first = probe(0)
@@ -63,7 +63,7 @@ def open_prefetching(
     generation = probe.generation
 
     def span(start: int, end: int) -> Opened:
-        fetch = MediaFetch(opener, client, url, parsed, generation)
+        fetch = MediaFetch(access, url, parsed, generation)
         fetch.generation = generation  # pinned: a 404 means "replaced", not "missing"
         return fetch.span(start, end)
 
@@ -74,7 +74,7 @@ def open_prefetching(
         first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
-        policy=opener._policy(),
+        policy=policy(cfg),
         retry_on=read_errors(),
         explain=probe.explain,
         version=generation,

@@ -19,7 +19,7 @@ import http.client
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from wds_cloud.errors import ShardReadError
+from wds_cloud.errors import ShardNotFoundError, ShardReadError
 from wds_cloud.openers.resume import (
     NETWORK_ERRORS,
     Opened,
@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     requests = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.gcs import GcsOpener
+    from wds_cloud.openers.gcs_config import GcsAccess
 
 
 def media_url(api_endpoint: str, bucket: str, key: str) -> str:
@@ -105,8 +105,8 @@ class MediaFetch:
     pinned to the generation of the first answer.
 
     Args:
-        opener: the opener (session, timeouts, endpoint, retry policy of metadata calls).
-        client: its storage client (metadata after a 404).
+        access: the opener's storage client (metadata after a 404), media session, timeouts,
+            retry policy of metadata calls and error translation.
         url: the shard URL, for errors.
         parsed: ``url`` parsed.
         wanted: a generation asked for by the caller, or None for the live object.
@@ -115,14 +115,12 @@ class MediaFetch:
         generation: the pinned generation, once the first answer came.
     """
 
-    def __init__(
-        self, opener: GcsOpener, client: Any, url: str, parsed: ObjectUrl, wanted: Any
-    ) -> None:
-        self.opener = opener
-        self.client = client
+    def __init__(self, access: GcsAccess, url: str, parsed: ObjectUrl, wanted: Any) -> None:
+        self.access = access
+        self.client = access.client
         self.url = url
         self.parsed = parsed
-        self.media = media_url(client.api_endpoint, parsed.bucket, parsed.key)
+        self.media = media_url(access.client.api_endpoint, parsed.bucket, parsed.key)
         self.wanted = None if wanted is None else int(wanted)
         self.generation: int | None = None
         self.end: int | None = None  # set by span(): every GET stops there
@@ -142,22 +140,20 @@ class MediaFetch:
         return opened
 
     def __call__(self, offset: int) -> Opened:
-        from wds_cloud.openers.gcs import translate_error
-
-        opener = self.opener
+        access = self.access
         try:
             response = get_media(
-                opener._session,
+                access.session,
                 self.media,
                 generation=self.generation if self.generation is not None else self.wanted,
                 offset=offset,
-                timeout=opener.media_timeout(),
+                timeout=access.media_timeout,
                 end=self.end,
             )
         except read_errors():
             raise
         except Exception as exc:  # credentials (token refresh) and other SDK errors
-            raise translate_error(exc, url=self.url, endpoint=opener.endpoint) from exc
+            raise access.translate(exc, url=self.url) from exc
         status = response.status_code
         if status == 416 and self.generation is None and self.end is None:
             return self._past_end(response, offset)
@@ -184,25 +180,21 @@ class MediaFetch:
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
-        from wds_cloud.openers.gcs import translate_error
-
         if isinstance(exc, RetryableError):
             return str(exc)
-        return translate_error(exc, url=self.url, endpoint=self.opener.endpoint).reason
+        return self.access.translate(exc, url=self.url).reason
 
     def _past_end(self, response: Any, offset: int) -> Opened:
         """A first GET from ``offset`` refused with 416: empty at the end, else an error."""
-        from wds_cloud.openers.gcs import translate_error
-
         size = content_range_total(response.headers.get("Content-Range"))
         response.close()
         if size is None:  # GCS does not always say the size: ask the metadata
             try:
                 blob = self._metadata()
             except Exception as exc:
-                raise translate_error(exc, url=self.url, endpoint=self.opener.endpoint) from exc
+                raise self.access.translate(exc, url=self.url) from exc
             if blob is None:
-                raise self.opener._missing(self.client, self.parsed, self.url)
+                raise self.missing()
             size = blob.size
             self.generation = int(blob.generation)
         return past_end(self.url, offset, size)
@@ -210,26 +202,38 @@ class MediaFetch:
     def _metadata(self) -> Any:
         bucket = self.client.bucket(self.parsed.bucket)
         return bucket.get_blob(
-            self.parsed.key, timeout=self.opener._timeout(), retry=self.opener._retry()
+            self.parsed.key, timeout=self.access.timeout, retry=self.access.retry
         )
 
-    def _current(self, response: Any) -> Any:
-        from wds_cloud.openers.gcs import translate_error
+    def missing(self) -> ShardNotFoundError:
+        """The error for a 404: names the bucket when it is the bucket that is missing."""
+        parsed = self.parsed
+        try:
+            bucket_exists = self.client.bucket(parsed.bucket).exists(
+                timeout=self.access.timeout, retry=self.access.retry
+            )
+        except Exception:
+            bucket_exists = True  # say the object is missing, which is certainly true
+        what = (
+            f"object {parsed.key!r} does not exist in bucket {parsed.bucket!r}"
+            if bucket_exists
+            else f"bucket {parsed.bucket!r} does not exist"
+        )
+        return ShardNotFoundError(what, url=self.url)
 
+    def _current(self, response: Any) -> Any:
         try:
             blob = self._metadata()
         except Exception as exc:
             response.close()
-            raise translate_error(exc, url=self.url, endpoint=self.opener.endpoint) from exc
+            raise self.access.translate(exc, url=self.url) from exc
         if blob is None:
             response.close()
-            raise self.opener._missing(self.client, self.parsed, self.url)
+            raise self.missing()
         return blob
 
     def _status_error(self, response: Any, offset: int) -> Exception:
         """The error for a media GET answered with ``response`` (not 200/206); closes it."""
-        from wds_cloud.openers.gcs import translate_error
-
         status = response.status_code
         try:
             error = gexc.from_http_response(response)
@@ -237,13 +241,13 @@ class MediaFetch:
             response.close()
         if status >= 500 or status == 429:
             return RetryableError(f"GCS answered {status} at offset {offset}: {error.message}")
-        endpoint = self.opener.endpoint
+        translate = self.access.translate
         if self.generation is None:  # the first answer: say precisely what is wrong
             if status == 404:
-                return self.opener._missing(self.client, self.parsed, self.url)
-            return translate_error(error, url=self.url, endpoint=endpoint)
+                return self.missing()
+            return translate(error, url=self.url)
         if status != 404:
-            return translate_error(error, url=self.url, endpoint=endpoint, offset=offset)
+            return translate(error, url=self.url, offset=offset)
         try:
             current = self._metadata()
         except Exception:

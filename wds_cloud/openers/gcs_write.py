@@ -9,10 +9,13 @@ twice), that object is deleted again and :class:`UploadError` says so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import UploadError
 from wds_cloud.openers.writer import CommittingWriter
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.resume import TranslateError
 
 
 class GcsWriter(CommittingWriter):
@@ -21,7 +24,7 @@ class GcsWriter(CommittingWriter):
     Args:
         blob: the ``google.cloud.storage.Blob`` to create.
         url: the destination URL, for error messages.
-        endpoint: the API endpoint, for error messages.
+        translate: the opener's error translation (endpoint bound), for error messages.
         chunk_size: bytes per uploaded chunk (a multiple of 256 KiB).
         content_type: the stored content type.
         timeout: ``(connect, read)`` seconds per request.
@@ -34,14 +37,14 @@ class GcsWriter(CommittingWriter):
         blob: Any,
         *,
         url: str,
-        endpoint: str,
+        translate: TranslateError,
         chunk_size: int,
         content_type: str = "application/x-tar",
         timeout: tuple[float, float] = (30.0, 120.0),
         retry: Any = None,
     ) -> None:
         self._blob = blob
-        self.endpoint = endpoint
+        self._translate = translate
         kwargs: dict[str, Any] = {"content_type": content_type, "timeout": timeout}
         self._writer = blob.open(
             "wb", chunk_size=chunk_size, ignore_flush=True, retry=retry, **kwargs
@@ -49,13 +52,11 @@ class GcsWriter(CommittingWriter):
         super().__init__(url)
 
     def _failure(self, exc: BaseException, doing: str) -> UploadError:
-        from wds_cloud.openers.gcs import translate_error
-
-        cause = translate_error(exc, url=self.url, endpoint=self.endpoint)
-        return UploadError(
-            f"{doing} after {self.bytes_written} bytes: {getattr(cause, 'reason', cause)}",
-            url=self.url,
-        )
+        if isinstance(exc, UploadError):
+            reason = exc.reason
+        else:
+            reason = self._translate(exc, url=self.url).reason
+        return UploadError(f"{doing} after {self.bytes_written} bytes: {reason}", url=self.url)
 
     def _error(self, exc: Exception, action: str) -> UploadError:
         doing = "upload failed" if action == "writing" else "committing the upload failed"

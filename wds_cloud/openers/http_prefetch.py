@@ -21,31 +21,33 @@ from wds_cloud.openers.resume import Opened, RetryableError, check_content_range
 from wds_cloud.redact import redact_url
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.http import HttpConfig, HttpOpener
+    from wds_cloud.openers.http_config import HttpConfig
+    from wds_cloud.openers.http_range import Pool
 
 log = logging.getLogger(__name__)
 
 
 def open_prefetching(
-    opener: HttpOpener, cfg: HttpConfig, url: str, headers: dict[str, str]
+    cfg: HttpConfig, pool: Pool, url: str, headers: dict[str, str]
 ) -> PrefetchReader | None:
     """A :class:`PrefetchReader` over ``url``, or None to stream it with one GET instead.
 
     Args:
-        opener: the HTTP opener (connections, redirects, status errors).
-        cfg: the resolved config of this call (``prefetch``, ``prefetch_chunk``, retries).
+        cfg: the resolved config of this call (``prefetch``, ``prefetch_chunk``, retries,
+            timeouts, redirects).
+        pool: the opener's kept-alive connections of this process.
         url: ``http(s)://`` URL.
         headers: request headers of this call (``Accept-Encoding: identity`` included).
     """
-    from wds_cloud.openers.http import RETRY_ON, _explain, _policy
-    from wds_cloud.openers.http_range import _pooled_get, _PooledBody
+    from wds_cloud.openers.http_config import policy
+    from wds_cloud.openers.http_conn import RETRY_ON
+    from wds_cloud.openers.http_errors import explain
+    from wds_cloud.openers.http_range import PooledBody, pooled_get
     from wds_cloud.openers.resume import content_range_total
 
     chunk = int(cfg.prefetch_chunk or 1)
     try:
-        conn, resp, pool, key = _pooled_get(
-            opener, url, {**headers, "Range": f"bytes=0-{chunk - 1}"}
-        )
+        conn, resp, key = pooled_get(cfg, pool, url, {**headers, "Range": f"bytes=0-{chunk - 1}"})
     except RETRY_ON:
         return None  # the streaming path retries and reports
     total = content_range_total(resp.getheader("Content-Range"))
@@ -56,8 +58,8 @@ def open_prefetching(
         return None
     etag = resp.getheader("ETag")
     validator = etag if etag and not etag.startswith("W/") else resp.getheader("Last-Modified")
-    first = Opened(_PooledBody(pool, key, conn, resp), 0)
-    span = _PinnedSpan(opener, url, headers, etag, validator)
+    first = Opened(PooledBody(pool, key, conn, resp), 0)
+    span = _PinnedSpan(cfg, pool, url, headers, etag, validator)
     return PrefetchReader(
         url=url,
         size=total,
@@ -65,9 +67,9 @@ def open_prefetching(
         first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
-        policy=_policy(cfg),
+        policy=policy(cfg),
         retry_on=RETRY_ON,
-        explain=_explain,
+        explain=explain,
         version=validator,
         name="wds-http-prefetch",
     )
@@ -78,13 +80,15 @@ class _PinnedSpan:
 
     def __init__(
         self,
-        opener: HttpOpener,
+        cfg: HttpConfig,
+        pool: Pool,
         url: str,
         headers: dict[str, str],
         etag: str | None,
         validator: str | None,
     ) -> None:
-        self.opener = opener
+        self.cfg = cfg
+        self.pool = pool
         self.url = url
         self.headers = dict(headers)
         if validator:
@@ -93,12 +97,12 @@ class _PinnedSpan:
         self.validator = validator
 
     def __call__(self, first: int, end: int) -> Opened:
-        from wds_cloud.openers.http_range import _pooled_get, _PooledBody
+        from wds_cloud.openers.http_errors import status_error
+        from wds_cloud.openers.http_range import PooledBody, pooled_get
 
         url = self.url
-        conn, resp, pool, key = _pooled_get(
-            self.opener, url, {**self.headers, "Range": f"bytes={first}-{end - 1}"}
-        )
+        headers = {**self.headers, "Range": f"bytes={first}-{end - 1}"}
+        conn, resp, key = pooled_get(self.cfg, self.pool, url, headers)
         try:
             if resp.status == 200:
                 raise ShardReadError(
@@ -108,7 +112,7 @@ class _PinnedSpan:
                     offset=first,
                 )
             if resp.status != 206:
-                error = self.opener._status_error(url, resp)
+                error = status_error(url, resp)
                 if isinstance(error, RetryableError):
                     raise error
                 raise ShardReadError(f"ranged read failed: {error}", url=url, offset=first)
@@ -123,4 +127,4 @@ class _PinnedSpan:
         except BaseException:
             conn.close()
             raise
-        return Opened(_PooledBody(pool, key, conn, resp), first)
+        return Opened(PooledBody(self.pool, key, conn, resp), first)

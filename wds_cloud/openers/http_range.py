@@ -1,10 +1,11 @@
 """Ranged reads over HTTP(S): ``Range`` GETs on kept-alive connections for random access
 (:func:`read_range`), and the first request of streams that start at a byte offset
-(:func:`first_ranged`).
+(:func:`first_ranged`). Both take the opener's settings and, for ranged reads, its connection
+pool (:meth:`HttpOpener.client`), never the opener.
 
 Random access makes many small requests to one server; a TCP (and TLS) handshake per sample
 would cost more than the sample. Each process keeps idle connections per ``(scheme, host,
-port)`` (:class:`_Pool`, at most 8 per host); a body read to its announced end hands its
+port)`` (:class:`Pool`, at most 8 per host); a body read to its announced end hands its
 connection back, any other ends it. A kept connection the server closed meanwhile is replaced
 once, transparently. The read itself is :func:`~wds_cloud.openers.resume.read_span`: the one
 resume loop, pinned to the first answer's ``ETag``.
@@ -22,10 +23,21 @@ import http.client
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from wds_cloud.errors import ShardOpenError, ShardReadError
+from wds_cloud.openers.http_config import HttpConfig, policy
+from wds_cloud.openers.http_conn import (
+    REDIRECTS,
+    RETRY_ON,
+    Body,
+    Pin,
+    connect,
+    content_range_start,
+    get,
+)
+from wds_cloud.openers.http_errors import explain, status_error
 from wds_cloud.openers.resume import (
     Opened,
     check_content_range,
@@ -35,16 +47,12 @@ from wds_cloud.openers.resume import (
 )
 from wds_cloud.redact import redact_url
 
-if TYPE_CHECKING:
-    from wds_cloud.openers.http import HttpOpener, _Pin
-
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, int | None]
-_REDIRECTS = (301, 302, 303, 307, 308)
 
 
-class _Pool:
+class Pool:
     """Idle keep-alive connections of this process, per ``(scheme, host, port)``."""
 
     def __init__(self, per_host: int = 8) -> None:
@@ -67,13 +75,13 @@ class _Pool:
         conn.close()
 
 
-class _PooledBody:
+class PooledBody:
     """A response body whose connection goes back to the pool when the body was read to its
     announced end (and the server keeps it open); otherwise the connection is closed."""
 
     def __init__(
         self,
-        pool: _Pool,
+        pool: Pool,
         key: Key,
         conn: http.client.HTTPConnection,
         resp: http.client.HTTPResponse,
@@ -102,32 +110,24 @@ class _PooledBody:
             self._conn.close()
 
 
-def _pool_of_process(opener: HttpOpener) -> _Pool:
-    pool = opener._pool
-    if not isinstance(pool, _Pool) or pool.pid != os.getpid():
-        pool = opener._pool = _Pool()
-    return pool
-
-
 def _target(url: str) -> str:
     parts = urlsplit(url)
     return (parts.path or "/") + ("?" + parts.query if parts.query else "")
 
 
-def _pooled_get(
-    opener: HttpOpener, url: str, headers: dict[str, str]
-) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, _Pool, Key]:
+def pooled_get(
+    config: HttpConfig, pool: Pool, url: str, headers: dict[str, str]
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, Key]:
     """GET ``url`` on an idle kept-alive connection (or a new one); a kept connection the
     server closed meanwhile is replaced once. Redirects are followed unpooled."""
     parts = urlsplit(url)
     key: Key = (parts.scheme, parts.hostname or "", parts.port)
-    pool = _pool_of_process(opener)
     conn = pool.take(key)
     reused = conn is not None
     resp: http.client.HTTPResponse | None = None
     while resp is None:
         if conn is None:
-            conn, target = opener._connect(url)
+            conn, target = connect(config, url)
         else:
             target = _target(url)
         try:
@@ -142,23 +142,26 @@ def _pooled_get(
             conn.close()
             raise
     assert conn is not None
-    if resp.status in _REDIRECTS:
+    if resp.status in REDIRECTS:
         location = resp.getheader("Location")
         conn.close()
         if not location:
             raise ShardOpenError(f"HTTP {resp.status} redirect without Location", url=url)
-        conn, resp = opener._get(urljoin(url, location), headers)
-    return conn, resp, pool, key
+        conn, resp = get(config, urljoin(url, location), headers)
+    return conn, resp, key
 
 
-def read_range(opener: HttpOpener, url: str, offset: int, length: int, **options: Any) -> bytes:
+def read_range(
+    config: HttpConfig, pool: Pool, url: str, offset: int, length: int, **options: Any
+) -> bytes:
     """Bytes ``offset .. offset + length`` of ``url`` with one ``Range`` GET on a kept-alive
     connection (resumed like a streaming read if the connection drops, pinned to the first
     answer's ``ETag``). A server that ignores ``Range`` (200) is read from the start and the
     bytes before ``offset`` are skipped.
 
     Args:
-        opener: the :class:`~wds_cloud.openers.http.HttpOpener` (settings, retry policy).
+        config: the opener's settings (retry policy, timeouts, headers).
+        pool: the opener's kept-alive connections of this process.
         url: ``http://`` or ``https://`` URL.
         offset: first byte.
         length: number of bytes.
@@ -169,20 +172,18 @@ def read_range(opener: HttpOpener, url: str, offset: int, length: int, **options
         ShardReadError: the object is shorter, it changed between requests, or the read failed.
         ShardOpenError: any other error status.
     """
-    from wds_cloud.openers.http import RETRY_ON, _explain, _Pin, _policy
-
-    headers = {**opener.config.headers, **dict(options.get("headers") or {})}
+    headers = {**config.headers, **dict(options.get("headers") or {})}
     headers.setdefault("Accept-Encoding", "identity")
-    pin: _Pin | None = None
+    pin: Pin | None = None
 
     def span(first: int, end: int) -> Opened:
         nonlocal pin
         ranged = dict(headers)
         ranged["Range"] = f"bytes={first}-{end - 1}"
-        conn, resp, pool, key = _pooled_get(opener, url, ranged)
+        conn, resp, key = pooled_get(config, pool, url, ranged)
         try:
             if resp.status not in (200, 206):
-                raise opener._status_error(url, resp)
+                raise status_error(url, resp)
             etag = resp.getheader("ETag")
             if pin is not None and pin.etag and etag != pin.etag:
                 raise ShardReadError(
@@ -203,25 +204,25 @@ def read_range(opener: HttpOpener, url: str, offset: int, length: int, **options
                     )
                 start = 0
             if pin is None:
-                pin = _Pin(etag=etag)
+                pin = Pin(etag=etag)
         except BaseException:
             conn.close()
             raise
-        return Opened(_PooledBody(pool, key, conn, resp), start)
+        return Opened(PooledBody(pool, key, conn, resp), start)
 
     return read_span(
         span,
         url=url,
         offset=offset,
         length=length,
-        policy=_policy(opener.config),
+        policy=policy(config),
         retry_on=RETRY_ON,
-        explain=_explain,
+        explain=explain,
     )
 
 
 def first_ranged(
-    opener: HttpOpener, url: str, headers: dict[str, str], offset: int, pin: _Pin
+    config: HttpConfig, url: str, headers: dict[str, str], offset: int, pin: Pin
 ) -> Opened:
     """The first GET of :meth:`HttpOpener.open_at` (``Range: bytes=offset-``); fills ``pin``
     with the answer's validators and the object's size.
@@ -231,20 +232,18 @@ def first_ranged(
         ShardReadError: a 206 answer from another byte than ``offset``.
         ShardNotFoundError: HTTP 404 or 410.
     """
-    from wds_cloud.openers.http import _Body, _content_range_start
-
-    conn, resp = opener._get(url, {**headers, "Range": f"bytes={offset}-"})
+    conn, resp = get(config, url, {**headers, "Range": f"bytes={offset}-"})
     try:
         if resp.status == 416:  # not satisfiable: at or past the end
             opened = past_end(url, offset, content_range_total(resp.getheader("Content-Range")))
             conn.close()
             return opened
         if resp.status not in (200, 206):
-            raise opener._status_error(url, resp)
+            raise status_error(url, resp)
         pin.etag = resp.getheader("ETag")
         pin.last_modified = resp.getheader("Last-Modified")
         if resp.status == 206:
-            start = _content_range_start(resp.getheader("Content-Range"))
+            start = content_range_start(resp.getheader("Content-Range"))
             if start != offset:
                 raise ShardReadError(
                     f"the server answered the range from byte {start}, not {offset}",
@@ -252,7 +251,7 @@ def first_ranged(
                     offset=offset,
                 )
             pin.size = content_range_total(resp.getheader("Content-Range"))
-            return Opened(_Body(conn, resp), offset, pin.size)
+            return Opened(Body(conn, resp), offset, pin.size)
         length = resp.getheader("Content-Length")
         pin.size = int(length) if length and length.isdigit() else None
         if pin.size is not None and pin.size < offset:
@@ -266,7 +265,7 @@ def first_ranged(
             redact_url(url),
             offset,
         )
-        return Opened(_Body(conn, resp), 0, pin.size)
+        return Opened(Body(conn, resp), 0, pin.size)
     except BaseException:
         conn.close()
         raise

@@ -36,7 +36,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from wds_cloud.errors import ConfigError, ShardError, ShardReadError
 from wds_cloud.redact import redact_url
-from wds_cloud.settings import env_str
+from wds_cloud.settings import env_str, parse_bytes
 
 #: Bytes in flight per stream when neither the argument nor ``WDS_CLOUD_READAHEAD`` says.
 DEFAULT_READAHEAD = 16 << 20
@@ -47,7 +47,6 @@ REMOTE_SCHEMES = frozenset({"s3", "gs", "gcs", "http", "https", "ais"})
 
 _PIECE = 1 << 20  # the most one background read asks for
 _JOIN_SECONDS = 5.0  # how long close() waits for the socket read in progress
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 T = TypeVar("T")
 
@@ -74,14 +73,12 @@ def readahead_bytes(
     if isinstance(value, int):
         number = value
     else:
-        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
-        unit = text[-1:] if text[-1:] in _UNITS else ""
-        digits = text[: len(text) - len(unit)].strip()
-        if not digits.isdigit():
+        try:
+            number = parse_bytes(str(value), source, fraction=False)
+        except ConfigError:
             raise ConfigError(
                 f"read-ahead from {source} must be bytes like 16777216 or 16M, got {value!r}"
-            )
-        number = int(digits) * _UNITS[unit]
+            ) from None
     if number < 0:
         raise ConfigError(f"read-ahead from {source} must be >= 0 bytes, got {value!r}")
     return number

@@ -62,6 +62,17 @@ class Body(Protocol):
     def close(self) -> None: ...
 
 
+class TranslateError(Protocol):
+    """What a reader or writer gets to turn an SDK exception into the wds_cloud tree: each
+    backend's ``<backend>_errors.translate_error`` with its context (endpoint) bound, e.g.
+    ``functools.partial(translate_error, endpoint=...)``.
+    """
+
+    def __call__(
+        self, exc: BaseException, /, *, url: str, offset: int | None = None
+    ) -> ShardError: ...
+
+
 @dataclass
 class Opened:
     """What ``fetch(offset)`` returns.

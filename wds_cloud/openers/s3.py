@@ -28,18 +28,11 @@ import os
 import threading
 from typing import IO, Any
 
-from wds_cloud.errors import (
-    ConfigError,
-    MissingDependencyError,
-    ShardError,
-    ShardNotFoundError,
-    ShardOpenError,
-    ShardReadError,
-    UploadError,
-)
+from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
 from wds_cloud.openers.backoff import stall_bound
 from wds_cloud.openers.resume import ResumableReader, read_span
-from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Config, split_s3_url
+from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Access, S3Config, split_s3_url
+from wds_cloud.openers.s3_errors import translate_error
 from wds_cloud.openers.s3_read import ObjectFetch, policy, read_errors
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import reject_unknown_options
@@ -47,84 +40,12 @@ from wds_cloud.settings import reject_unknown_options
 try:
     import boto3
     import botocore.config
-    import botocore.exceptions as bexc
 except ImportError:  # pragma: no cover - exercised only without the extra
     boto3 = None
 
 SCHEMES = ("s3",)
 
 __all__ = ["MIN_PART_SIZE", "SCHEMES", "S3Config", "S3Opener", "split_s3_url", "translate_error"]
-
-_NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}
-_DENIED = {
-    "AccessDenied",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "403",
-    "ExpiredToken",
-    "InvalidToken",
-    "AllAccessDisabled",
-    "AccountProblem",
-}
-_CHANGED = {"PreconditionFailed", "412"}
-
-
-def translate_error(
-    exc: BaseException,
-    url: str,
-    *,
-    endpoint: str | None,
-    offset: int | None = None,
-    writing: bool = False,
-) -> ShardError | UploadError:
-    """Map a boto3/botocore exception to the wds_cloud error tree (the one place that does).
-
-    Args:
-        exc: what boto3 raised.
-        url: the ``s3://`` URL involved.
-        endpoint: the endpoint in use (None: AWS), named when it cannot be reached.
-        offset: byte offset reached when reading, if any.
-        writing: map to :class:`UploadError` (the caller aborts the upload).
-    """
-    where = endpoint or "the AWS S3 endpoint"
-    if isinstance(exc, (ShardError, UploadError)):
-        return exc
-    err: ShardError
-    if isinstance(exc, bexc.ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        message = error.get("Message") or str(exc)
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        op = getattr(exc, "operation_name", "request")
-        if code in _NOT_FOUND or status == 404:
-            what = {"NoSuchBucket": "bucket does not exist", "NoSuchKey": "object does not exist"}
-            err = ShardNotFoundError(
-                f"S3 {what.get(code, 'object or bucket not found')} ({code}: {message})", url=url
-            )
-        elif code in _DENIED or status == 403:
-            err = ShardOpenError(f"S3 access denied by {where} ({code}: {message})", url=url)
-        elif code in _CHANGED or status == 412:
-            err = ShardReadError(
-                "S3 object changed while it was being read (its ETag no longer matches); "
-                "re-run with the new version",
-                url=url,
-                offset=offset,
-            )
-        else:
-            err = ShardOpenError(
-                f"S3 {op} failed ({code or status}: {message})", url=url, offset=offset
-            )
-    elif isinstance(exc, (bexc.EndpointConnectionError, bexc.ConnectTimeoutError)):
-        err = ShardOpenError(f"cannot reach S3 endpoint {where}: {exc}", url=url, offset=offset)
-    elif isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
-        err = ShardOpenError(f"no usable AWS credentials for {where}: {exc}", url=url)
-    elif isinstance(exc, read_errors()):
-        err = ShardReadError(f"S3 connection to {where} broke: {exc!r}", url=url, offset=offset)
-    else:
-        err = ShardOpenError(f"S3 request to {where} failed: {exc!r}", url=url, offset=offset)
-    if writing:
-        return UploadError(f"S3 upload failed: {err.reason}", url=url)
-    return err
 
 
 class S3Opener:
@@ -230,11 +151,17 @@ class S3Opener:
             float(cfg.read_timeout or 0),
         )
 
-    def _extra(self) -> dict[str, str]:
-        return {"RequestPayer": "requester"} if self.config.requester_pays else {}
+    def translate_error(
+        self, exc: BaseException, /, *, url: str, offset: int | None = None
+    ) -> ShardError:
+        """:func:`wds_cloud.openers.s3_errors.translate_error` with this opener's endpoint."""
+        return translate_error(exc, url=url, offset=offset, endpoint=self.config.endpoint_url)
 
-    def _error(self, exc: BaseException, url: str, **kw: Any) -> ShardError | UploadError:
-        return translate_error(exc, url, endpoint=self.config.endpoint_url, **kw)
+    def access(self, *, read: bool = True) -> S3Access:
+        """The client (:meth:`read_client` or :meth:`client`), request arguments and error
+        translation that readers and writers get from this opener."""
+        client = self.read_client() if read else self.client()
+        return S3Access(client, self.config.request_args(), self.translate_error)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -266,9 +193,7 @@ class S3Opener:
         if cfg.prefetch:
             from wds_cloud.openers.s3_prefetch import open_prefetching
 
-            stream = open_prefetching(
-                client, cfg, url, bucket, key, extra=self._extra(), error=self._error
-            )
+            stream = open_prefetching(self.access(), cfg, url, bucket, key)
             if stream is not None:
                 return stream
         return self._open_sequential(client, cfg, url, bucket, key)
@@ -276,7 +201,7 @@ class S3Opener:
     def _open_sequential(
         self, client: Any, cfg: S3Config, url: str, bucket: str, key: str
     ) -> IO[bytes]:
-        fetch = ObjectFetch(self, client, url, bucket, key)
+        fetch = ObjectFetch(self.access(), url, bucket, key)
         reader = ResumableReader(
             fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
         )
@@ -301,7 +226,7 @@ class S3Opener:
         bucket, key = split_s3_url(url)
         if not key:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
-        fetch = ObjectFetch(self, self.read_client(), url, bucket, key)
+        fetch = ObjectFetch(self.access(), url, bucket, key)
         reader = ResumableReader(
             fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
         )
@@ -329,7 +254,7 @@ class S3Opener:
         bucket, key = split_s3_url(url)
         if not key:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
-        fetch = ObjectFetch(self, self.read_client(), url, bucket, key)
+        fetch = ObjectFetch(self.access(), url, bucket, key)
         return read_span(
             fetch.span,
             url=url,
@@ -359,14 +284,17 @@ class S3Opener:
         out: list[str] = []
         try:
             pages = paginator.paginate(
-                Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": size}, **self._extra()
+                Bucket=bucket,
+                Prefix=prefix,
+                PaginationConfig={"PageSize": size},
+                **self.config.request_args(),
             )
             for page in pages:
                 for item in page.get("Contents", ()):
                     if not item["Key"].endswith("/"):
                         out.append(f"s3://{bucket}/{item['Key']}")
         except Exception as exc:
-            raise self._error(exc, url) from exc
+            raise self.translate_error(exc, url=url) from exc
         out.sort()
         return out
 
@@ -382,4 +310,5 @@ class S3Opener:
         bucket, key = split_s3_url(url)
         if not key:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
-        return S3Writer(self, url, bucket, key)
+        chunk = int(self.config.multipart_chunksize or 0)
+        return S3Writer(self.access(read=False), url, bucket, key, chunk_size=chunk)

@@ -14,6 +14,7 @@ from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, resolve_prefetch
+from wds_cloud.openers.resume import TranslateError
 from wds_cloud.redact import config_repr
 from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
 
@@ -175,6 +176,25 @@ class S3Config:
                 f"S3 stall_timeout must be > 0 seconds, got {values['stall_timeout']}"
             )
         return replace(base, **values)
+
+    def request_args(self) -> dict[str, str]:
+        """Arguments every object request carries (``RequestPayer`` for requester-pays)."""
+        return {"RequestPayer": "requester"} if self.requester_pays else {}
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """What an S3 reader or writer needs from its opener, passed explicitly.
+
+    Attributes:
+        client: the boto3 client to call (the opener's read client for reads).
+        extra: arguments added to every request (:meth:`S3Config.request_args`).
+        translate: the opener's error translation (endpoint bound).
+    """
+
+    client: Any
+    extra: Mapping[str, str]
+    translate: TranslateError
 
 
 def split_s3_url(url: str) -> tuple[str, str]:

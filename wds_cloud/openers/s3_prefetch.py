@@ -6,37 +6,26 @@ requests pinned to that ETag with ``IfMatch`` (an object replaced mid-read gives
 :class:`~wds_cloud.openers.prefetch.PrefetchReader`. Memory is bounded by (N + 1) x
 ``prefetch_chunk``.
 
-The opener passes what this module needs from it explicitly (the read client, the extra
-request arguments such as ``RequestPayer``, its error translation), so nothing here reaches
-into the opener.
+The opener passes what this module needs from it explicitly (an
+:class:`~wds_cloud.openers.s3_config.S3Access`: the read client, the extra request arguments
+such as ``RequestPayer``, its error translation), so nothing here reaches into the opener.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
-from wds_cloud.errors import ShardError, ShardReadError, UploadError
+from wds_cloud.errors import ShardReadError
 from wds_cloud.openers.prefetch import PrefetchReader
-from wds_cloud.openers.resume import Opened, RetryableError, check_content_range
+from wds_cloud.openers.resume import Opened, check_content_range
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.s3_config import S3Config
-
-#: ``error(exc, url, offset=...)``: the S3 backend's translation into the error tree.
-Translate = Callable[..., ShardError | UploadError]
+    from wds_cloud.openers.s3_config import S3Access, S3Config
 
 
 def open_prefetching(
-    client: Any,
-    cfg: S3Config,
-    url: str,
-    bucket: str,
-    key: str,
-    *,
-    extra: Mapping[str, str],
-    error: Translate,
+    access: S3Access, cfg: S3Config, url: str, bucket: str, key: str
 ) -> IO[bytes] | None:
     """A :class:`PrefetchReader` for the object, or None to fall back to one streaming GET.
 
@@ -44,63 +33,54 @@ def open_prefetching(
     streaming path then raises the precise error: no such key, no such bucket, access denied).
 
     Args:
-        client: the opener's read client (one attempt per request).
+        access: the opener's read client (one attempt per request), request arguments and
+            error translation.
         cfg: the resolved config of this call (``prefetch``, ``prefetch_chunk``, retries).
         url: the ``s3://`` URL.
         bucket: its bucket.
         key: its key.
-        extra: extra ``GetObject``/``HeadObject`` arguments (``RequestPayer``).
-        error: the backend's error translation.
     """
     try:
-        head = client.head_object(Bucket=bucket, Key=key, **extra)
+        head = access.client.head_object(Bucket=bucket, Key=key, **access.extra)
     except Exception:
         return None
     size = int(head["ContentLength"])
     chunk = int(cfg.prefetch_chunk or 1)
     if size <= chunk:
         return None
-    from wds_cloud.openers.s3_read import policy, read_errors
+    from wds_cloud.openers.s3_read import explain, policy, read_errors
 
     etag = head["ETag"]
     return PrefetchReader(  # type: ignore[return-value]
         url=url,
         size=size,
-        span=functools.partial(_span, client, url, bucket, key, etag, dict(extra), error),
+        span=functools.partial(_span, access, url, bucket, key, etag),
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
         policy=policy(cfg),
         retry_on=read_errors(),
-        explain=functools.partial(_explain, error, url),
+        explain=functools.partial(explain, access.translate, url),
         version=etag,
         name="wds-s3-prefetch",
     )
 
 
 def _span(
-    client: Any,
-    url: str,
-    bucket: str,
-    key: str,
-    etag: str,
-    extra: dict[str, str],
-    error: Translate,
-    first: int,
-    end: int,
+    access: S3Access, url: str, bucket: str, key: str, etag: str, first: int, end: int
 ) -> Opened:
     """Bytes ``first .. end - 1`` pinned to ``etag`` (``IfMatch``: 412 when replaced)."""
     from wds_cloud.openers.s3_read import raw_body, read_errors, retryable
 
     try:
-        response = client.get_object(
-            Bucket=bucket, Key=key, Range=f"bytes={first}-{end - 1}", IfMatch=etag, **extra
+        response = access.client.get_object(
+            Bucket=bucket, Key=key, Range=f"bytes={first}-{end - 1}", IfMatch=etag, **access.extra
         )
     except read_errors():
         raise
     except Exception as exc:
         if (transient := retryable(exc)) is not None:
             raise transient from exc
-        err = error(exc, url, offset=first)
+        err = access.translate(exc, url=url, offset=first)
         if not isinstance(err, ShardReadError):
             err = ShardReadError(f"ranged read failed: {err.reason}", url=url, offset=first)
         raise err from exc
@@ -111,11 +91,3 @@ def _span(
         body.close()
         raise
     return Opened(body, first)
-
-
-def _explain(error: Translate, url: str, exc: BaseException) -> str:
-    if isinstance(exc, RetryableError):
-        return str(exc)
-    if not isinstance(exc, Exception):
-        return repr(exc)
-    return error(exc, url).reason

@@ -19,6 +19,7 @@ from wds_cloud.openers.resume import (
     Body,
     Opened,
     RetryableError,
+    TranslateError,
     Urllib3Body,
     check_content_range,
     past_end,
@@ -32,8 +33,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     bexc = None
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.s3 import S3Opener
-    from wds_cloud.openers.s3_config import S3Config
+    from wds_cloud.openers.s3_config import S3Access, S3Config
 
 _THROTTLED = {
     "SlowDown",
@@ -129,16 +129,16 @@ class ObjectFetch:
     """``fetch(offset) -> Opened`` of a streaming S3 read, pinned to the first answer's ETag.
 
     Args:
-        opener: the opener (error translation, request-payer flag).
-        client: its read client (one attempt per request).
+        access: the read client (one attempt per request), the request arguments and the
+            error translation of the opener.
         url: the ``s3://`` URL, for errors.
         bucket: the bucket.
         key: the object key.
     """
 
-    def __init__(self, opener: S3Opener, client: Any, url: str, bucket: str, key: str) -> None:
-        self.opener = opener
-        self.client = client
+    def __init__(self, access: S3Access, url: str, bucket: str, key: str) -> None:
+        self.access = access
+        self.client = access.client
         self.url = url
         self.bucket = bucket
         self.key = key
@@ -147,7 +147,7 @@ class ObjectFetch:
 
     def __call__(self, offset: int) -> Opened:
         url = self.url
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key, **self.opener._extra()}
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key, **self.access.extra}
         if self.etag:
             kwargs["IfMatch"] = self.etag
         if offset:
@@ -162,8 +162,8 @@ class ObjectFetch:
             if offset and _error_code(exc) == "InvalidRange":
                 return past_end(url, offset, self._size(exc))
             if not self.answered:
-                raise self.opener._error(exc, url) from exc
-            err = self.opener._error(exc, url, offset=offset)
+                raise self.access.translate(exc, url=url) from exc
+            err = self.access.translate(exc, url=url, offset=offset)
             if not isinstance(err, ShardReadError):
                 err = ShardReadError(
                     f"resuming the read failed: {err.reason}", url=url, offset=offset
@@ -181,7 +181,7 @@ class ObjectFetch:
         if isinstance(actual, str) and actual.isdigit():
             return int(actual)
         try:
-            head = self.client.head_object(Bucket=self.bucket, Key=self.key, **self.opener._extra())
+            head = self.client.head_object(Bucket=self.bucket, Key=self.key, **self.access.extra)
         except Exception:
             return None
         size = head.get("ContentLength")
@@ -194,7 +194,7 @@ class ObjectFetch:
             "Bucket": self.bucket,
             "Key": self.key,
             "Range": f"bytes={first}-{end - 1}",
-            **self.opener._extra(),
+            **self.access.extra,
         }
         if self.etag:
             kwargs["IfMatch"] = self.etag
@@ -205,7 +205,7 @@ class ObjectFetch:
         except Exception as exc:
             if (transient := retryable(exc)) is not None:
                 raise transient from exc
-            raise self.opener._error(exc, self.url, offset=first) from exc
+            raise self.access.translate(exc, url=self.url, offset=first) from exc
         self.answered = True
         self.etag = self.etag or response.get("ETag")
         body = raw_body(response["Body"])
@@ -218,16 +218,16 @@ class ObjectFetch:
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
-        return explain(self.opener, self.url, exc)
+        return explain(self.access.translate, self.url, exc)
 
 
-def explain(opener: S3Opener, url: str, exc: BaseException) -> str:
+def explain(translate: TranslateError, url: str, exc: BaseException) -> str:
     """The text of a read's final error: the throttling answer, or the translated failure."""
     if isinstance(exc, RetryableError):
         return str(exc)
     if not isinstance(exc, Exception):
         return repr(exc)
-    return opener._error(exc, url).reason
+    return translate(exc, url=url).reason
 
 
 def _error_code(exc: BaseException) -> str | None:

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from wds_cloud.errors import ConfigError, ShardError, UploadError
-from wds_cloud.openers.s3 import S3Opener, split_s3_url, translate_error
+from wds_cloud.errors import ConfigError, UploadError
+from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3_config import split_s3_url
 
 __all__ = ["IncompleteUpload", "abort_upload", "list_incomplete_uploads"]
 
@@ -67,7 +68,7 @@ def _utc(value: Any) -> dt.datetime | None:
 
 def _pages(opener: S3Opener, bucket: str, prefix: str, url: str) -> Iterator[dict[str, Any]]:
     client = opener.client()
-    extra = {"RequestPayer": "requester"} if opener.config.requester_pays else {}
+    extra = opener.config.request_args()
     paginator = client.get_paginator("list_multipart_uploads")
     size = opener.config.list_page_size or 1000
     try:
@@ -75,7 +76,7 @@ def _pages(opener: S3Opener, bucket: str, prefix: str, url: str) -> Iterator[dic
             Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": size}, **extra
         )
     except Exception as exc:
-        raise translate_error(exc, url, endpoint=opener.config.endpoint_url) from exc
+        raise opener.translate_error(exc, url=url) from exc
 
 
 def list_incomplete_uploads(
@@ -127,7 +128,7 @@ def abort_upload(upload: IncompleteUpload, *, opener: S3Opener | None = None) ->
         UploadError: the server refused (access denied, endpoint unreachable...).
     """
     opener = opener or S3Opener()
-    extra = {"RequestPayer": "requester"} if opener.config.requester_pays else {}
+    extra = opener.config.request_args()
     try:
         opener.client().abort_multipart_upload(
             Bucket=upload.bucket, Key=upload.key, UploadId=upload.upload_id, **extra
@@ -135,8 +136,7 @@ def abort_upload(upload: IncompleteUpload, *, opener: S3Opener | None = None) ->
     except Exception as exc:
         if getattr(exc, "response", {}).get("Error", {}).get("Code") == "NoSuchUpload":
             return False
-        err = translate_error(exc, upload.url, endpoint=opener.config.endpoint_url)
-        reason = err.reason if isinstance(err, (ShardError, UploadError)) else str(err)
+        reason = opener.translate_error(exc, url=upload.url).reason
         raise UploadError(
             f"aborting multipart upload {upload.upload_id} failed: {reason}", url=upload.url
         ) from exc

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.errors import UploadError
+from wds_cloud.errors import ShardError, UploadError
 from wds_cloud.openers.writer import CommittingWriter
 from wds_cloud.redact import redact_url
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.s3 import S3Opener
+    from wds_cloud.openers.s3_config import S3Access
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,22 @@ class S3Writer(CommittingWriter):
         url: the destination URL.
         parts: number of parts uploaded so far (0 for a single ``PutObject``).
         bytes_written: bytes accepted by :meth:`write`.
+
+    Args:
+        access: the opener's (retrying) client, request arguments and error translation.
+        url: the destination URL.
+        bucket: the bucket.
+        key: the object key.
+        chunk_size: bytes per part (``multipart_chunksize``).
     """
 
-    def __init__(self, opener: S3Opener, url: str, bucket: str, key: str) -> None:
-        self._opener = opener
+    def __init__(
+        self, access: S3Access, url: str, bucket: str, key: str, *, chunk_size: int
+    ) -> None:
+        self._access = access
         self._bucket = bucket
         self._key = key
-        self._chunk = int(opener.config.multipart_chunksize or 0)
+        self._chunk = chunk_size
         self._buffer = bytearray()
         self._upload_id: str | None = None
         self._etags: list[dict[str, Any]] = []
@@ -47,13 +56,16 @@ class S3Writer(CommittingWriter):
         super().__init__(url)
 
     def _error(self, exc: Exception, action: str) -> UploadError:
-        err = self._opener._error(exc, self.url, writing=True)
-        return UploadError(f"{action}: {getattr(err, 'reason', err)}", url=self.url)
+        if isinstance(exc, ShardError | UploadError):
+            reason = exc.reason
+        else:
+            reason = f"S3 upload failed: {self._access.translate(exc, url=self.url).reason}"
+        return UploadError(f"{action}: {reason}", url=self.url)
 
     def _call(self, action: str, method: str, **kwargs: Any) -> Any:
         try:
-            return getattr(self._opener.client(), method)(
-                Bucket=self._bucket, Key=self._key, **kwargs, **self._opener._extra()
+            return getattr(self._access.client, method)(
+                Bucket=self._bucket, Key=self._key, **kwargs, **self._access.extra
             )
         except Exception as exc:
             raise self._error(exc, f"{action} failed") from exc
@@ -106,8 +118,8 @@ class S3Writer(CommittingWriter):
         if upload_id is None:
             return
         try:
-            self._opener.client().abort_multipart_upload(
-                Bucket=self._bucket, Key=self._key, UploadId=upload_id, **self._opener._extra()
+            self._access.client.abort_multipart_upload(
+                Bucket=self._bucket, Key=self._key, UploadId=upload_id, **self._access.extra
             )
         except Exception as exc:  # the original error matters more; the server GCs uploads
             log.warning(
