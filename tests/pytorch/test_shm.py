@@ -17,11 +17,11 @@ import pytest
 import torch
 
 import wds_cloud as wds
+from tests.support.tarbuild import tar_bytes
 from wds_cloud.core.collate import torch_collate
 from wds_cloud.pytorch.builder import make_loader
 from wds_cloud.pytorch.shm import ShmCollate, shm_batches_enabled
 from wds_cloud.resume.track import TaggedCollate
-from tests.support.tarbuild import tar_bytes
 
 from . import shm_helpers
 
@@ -158,12 +158,13 @@ def _dev_shm() -> set[str]:
 @pytest.fixture
 def no_leak() -> Any:
     """Nothing new in /dev/shm, no memfd mapping or descriptor left once batches are gone."""
-    before = _dev_shm()
+    gc.collect()
+    before, maps, fds = _dev_shm(), _memfd_mappings(), _memfd_fds()
     yield
     gc.collect()
     assert _dev_shm() - before == set()
-    assert _memfd_mappings() == 0
-    assert _memfd_fds() == 0
+    assert _memfd_mappings() <= maps
+    assert _memfd_fds() <= fds
 
 
 @pytest.mark.parametrize("shape", ["tuple", "dict", "torch"])
@@ -296,8 +297,8 @@ def test_worker_killed(kind_shards: dict[int, list[str]], no_leak: None) -> None
     batch = next(it)
     assert _from_arena(batch)
     os.kill(it._workers[0].pid, signal.SIGKILL)
-    with pytest.raises(RuntimeError, match="killed|exited unexpectedly"):
-        for batch in it:
+    with pytest.raises(RuntimeError, match=r"killed|exited unexpectedly"):
+        for batch in it:  # noqa: B007 (the last batch is dropped below)
             pass
     del it, loader, batch
 
