@@ -354,3 +354,45 @@ def test_pack_unpickles_to_the_batch(no_leak: None) -> None:
     third = pickle.loads(mpr.ForkingPickler.dumps(fn.pack(nested)))
     _assert_same(third, nested)
     del second, third, fn
+
+
+def test_arena_grows_and_large_batches_fall_back(no_leak: None) -> None:
+    import multiprocessing.reduction as mpr
+
+    fn = ShmCollate(lambda x: x, slots=2, max_batch_bytes=8 << 20)
+    small = (torch.arange(10, dtype=torch.int32),)
+    big = (torch.arange(3 << 18, dtype=torch.int64),)  # 6 MiB: a new, larger arena
+    first = pickle.loads(mpr.ForkingPickler.dumps(fn.pack(small)))
+    second = pickle.loads(mpr.ForkingPickler.dumps(fn.pack(big)))
+    third = pickle.loads(mpr.ForkingPickler.dumps(fn.pack(small)))
+    _assert_same(first, small)  # the old arena lives on while its batch does
+    _assert_same(second, big)
+    _assert_same(third, small)
+    assert not any(t.is_shared() for t in (*first, *second, *third))
+    huge = (torch.zeros(9 << 20, dtype=torch.uint8),)
+    assert fn.pack(huge) is huge
+    del first, second, third, fn
+
+
+def test_a_forked_copy_does_not_free_the_slot(no_leak: None) -> None:
+    import multiprocessing.reduction as mpr
+
+    fn = ShmCollate(lambda x: x, slots=1)
+    batch = (torch.arange(16),)
+    held = pickle.loads(mpr.ForkingPickler.dumps(fn.pack(batch)))
+    arena = fn._arena
+    assert arena is not None
+    pid = os.fork()
+    if pid == 0:  # the child drops its copy of the batch, then reads the slot's flag
+        del held
+        gc.collect()
+        os._exit(0 if arena.mm[0] == 1 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert fn.pack(batch) is batch  # still held here: no free slot
+    _assert_same(held, batch)
+    del held
+    gc.collect()
+    again = pickle.loads(mpr.ForkingPickler.dumps(fn.pack(batch)))
+    _assert_same(again, batch)
+    del again, fn, arena

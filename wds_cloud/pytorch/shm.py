@@ -154,8 +154,10 @@ class _ShmBatch:
         return (_rebuild, (DupFd(a.fd), where, self.specs, self.skeleton))
 
 
-def _release(mm: mmap.mmap, slot: int) -> None:
-    if not mm.closed:
+def _release(mm: mmap.mmap, slot: int, pid: int) -> None:
+    # only the process that rebuilt the batch frees its slot: a child forked while the batch
+    # was alive (or cyclic garbage) holds a copy whose release would free a live slot
+    if os.getpid() == pid and not mm.closed:
         mm[slot] = 0
 
 
@@ -174,7 +176,7 @@ def _rebuild(dupfd: Any, where: tuple[int, int, int, int], specs: list[Any], ske
         torch.frombuffer(view, dtype=dtype, count=count, offset=offset).view(shape)
         for dtype, shape, count, offset in specs
     ]
-    done = weakref.finalize(view, _release, mm, slot)
+    done = weakref.finalize(view, _release, mm, slot, os.getpid())
     done.atexit = False
     del view
     return _fill(skeleton, tensors)
