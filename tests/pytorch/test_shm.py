@@ -396,3 +396,30 @@ def test_a_forked_copy_does_not_free_the_slot(no_leak: None) -> None:
     again = pickle.loads(mpr.ForkingPickler.dumps(fn.pack(batch)))
     _assert_same(again, batch)
     del again, fn, arena
+
+
+def test_resume_mid_epoch(kind_shards: dict[int, list[str]], no_leak: None) -> None:
+    urls = kind_shards[5]
+    want = _reference(urls, "tuple", batch=4)
+
+    def loader() -> Any:
+        return wds.WebLoader(_dataset(urls, "tuple", batch=4), batch_size=None, num_workers=2)
+
+    first = loader()
+    seen = []
+    for batch in first:
+        _assert_same(batch, want[_first_key(batch)])
+        seen.append(_first_key(batch))
+        if len(seen) == 3:
+            break
+    state = first.state_dict()
+    del first, batch
+    second = loader()
+    second.load_state_dict(state)
+    arena = 0
+    for batch in second:
+        _assert_same(batch, want[_first_key(batch)])
+        seen.append(_first_key(batch))
+        arena += _from_arena(batch)
+    assert sorted(seen) == sorted(want) and arena > 0
+    del second, batch
