@@ -423,3 +423,23 @@ def test_resume_mid_epoch(kind_shards: dict[int, list[str]], no_leak: None) -> N
         arena += _from_arena(batch)
     assert sorted(seen) == sorted(want) and arena > 0
     del second, batch
+
+
+def test_no_arena_when_it_cannot_be_mapped() -> None:
+    fn = ShmCollate(lambda x: x, slots=4)
+    batch = (torch.zeros(64 << 20, dtype=torch.uint8),)  # 64 MiB slots: 256 MiB to map
+    pid = os.fork()
+    if pid == 0:  # address space capped just above what is mapped now: the mmap fails
+        import resource
+
+        with open("/proc/self/status") as f:
+            vm = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        limit = (vm << 10) + (32 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            ok = fn.pack(batch) is batch and fn._arena is None
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0

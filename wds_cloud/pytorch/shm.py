@@ -235,7 +235,10 @@ class ShmCollate:
             total += _aligned(t.numel() * t.element_size())
         if total > self.max_batch_bytes:
             return batch
-        arena = self._arena_for(total)
+        try:
+            arena = self._arena_for(total)
+        except OSError:  # no memfd (seccomp), no memory or address space: torch's path
+            return batch
         slot = arena.acquire()
         if slot is None:
             return batch
