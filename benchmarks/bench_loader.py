@@ -17,13 +17,17 @@ delivers batches of 64 ``(jpg, cls)`` columns with 2 DataLoader workers and shuf
   shardshuffle=False, ...)``, the one-call loader the README recommends;
 - ``make_loader+shuffle``: the same with ``shuffle_buffer=1000`` (worker and main-process
   shuffle buffers, the default);
+- ``hand-noshm``: ``hand`` with ``shm_batches=False``: tensors cross the process boundary
+  through torch's fresh shared-memory segment per tensor instead of the workers' reused
+  arena (``wds_cloud.pytorch.shm``);
 - ``hand-0w``: ``hand`` with ``num_workers=0``, to price the process boundary.
 
 Every measurement is a fresh interpreter; variants are interleaved round-robin (order
 rotating). Reported: samples/s (median of rounds), CPU microseconds per sample of the whole
 process tree (the loader's workers included: they are joined at the end of each pass), the
 ratio to webdataset per round, and the inter-process cost per sample: CPU us/sample of
-``hand`` minus ``hand-0w``.
+``hand`` (and ``hand-noshm``) minus ``hand-0w``. ``--variants`` runs a subset (``hand``,
+``hand-0w`` and ``webdataset`` are always run: the summary needs them).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _data  # benchmarks/ is not a package
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VARIANTS = ("webdataset", "hand", "make_loader", "make_loader+shuffle", "hand-0w")
+VARIANTS = ("webdataset", "hand", "make_loader", "make_loader+shuffle", "hand-noshm", "hand-0w")
+REQUIRED = ("webdataset", "hand", "hand-0w")
 DECODE = {"jpeg256": "rgb8", "small": None}
 FULL: dict[str, Any] = {
     "specs": {"jpeg256": (4, 1000), "small": (4, 5000)},
@@ -84,7 +89,10 @@ def build(variant: str, regime: str, urls: list[str]) -> Any:
     if decode:
         ds = ds.decode(decode)
     ds = ds.to_tuple("jpg", "cls").batched(64)
-    return lib.WebLoader(ds, batch_size=None, num_workers=0 if variant == "hand-0w" else 2)
+    workers = 0 if variant == "hand-0w" else 2
+    if variant == "hand-noshm":
+        return lib.WebLoader(ds, batch_size=None, num_workers=workers, shm_batches=False)
+    return lib.WebLoader(ds, batch_size=None, num_workers=workers)
 
 
 def _cpu_s() -> float:
@@ -129,12 +137,14 @@ def run(variant: str, regime: str, urls: list[str], conf: dict[str, Any]) -> dic
     return result
 
 
-def summarise(regime: str, runs: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], str]:
+def summarise(
+    regime: str, runs: dict[str, list[dict[str, Any]]], variants: tuple[str, ...]
+) -> tuple[dict[str, Any], str]:
     """One table row per variant for ``regime``, and the IPC cost line."""
     ref = runs["webdataset"]
     rows = []
     out: dict[str, Any] = {"regime": regime, "variants": {}}
-    for v in VARIANTS:
+    for v in variants:
         rate = statistics.median(r["samples_per_s"] for r in runs[v])
         cpu = statistics.median(r["cpu_us_per_sample"] for r in runs[v])
         ratios = [
@@ -148,12 +158,22 @@ def summarise(regime: str, runs: dict[str, list[dict[str, Any]]]) -> tuple[dict[
         )
     hand, inproc = out["variants"]["hand"], out["variants"]["hand-0w"]
     out["ipc_us_per_sample"] = hand["cpu_us_per_sample"] - inproc["cpu_us_per_sample"]
-    mk = out["variants"]["make_loader"]["samples_per_s"] / hand["samples_per_s"]
-    out["make_loader_over_hand"] = mk
+    mk = ""
+    if "make_loader" in out["variants"]:
+        ratio = out["variants"]["make_loader"]["samples_per_s"] / hand["samples_per_s"]
+        out["make_loader_over_hand"] = ratio
+        mk = f"make_loader / hand {ratio:.2f}x"
     rows.append(
         f"| {regime} | process boundary | | {out['ipc_us_per_sample']:,.1f} (hand - hand-0w) | "
-        f"make_loader / hand {mk:.2f}x |"
+        f"{mk} |"
     )
+    if "hand-noshm" in out["variants"]:
+        noshm = out["variants"]["hand-noshm"]
+        out["ipc_noshm_us_per_sample"] = noshm["cpu_us_per_sample"] - inproc["cpu_us_per_sample"]
+        rows.append(
+            f"| {regime} | process boundary, no shm arena | | "
+            f"{out['ipc_noshm_us_per_sample']:,.1f} (hand-noshm - hand-0w) | |"
+        )
     return out, "\n".join(rows)
 
 
@@ -163,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     _data.add_run_options(p, ROOT)
     p.add_argument("--regimes", default="jpeg256,small")
     p.add_argument("--regime", help=argparse.SUPPRESS)
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
     args = p.parse_args(argv)
     if args.worker:
         res = worker(args.worker, args.regime, json.loads(args.urls), args.min_seconds)
@@ -174,10 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         r: _data.ensure(_data.DataSpec(r, *conf["specs"][r]), args.data_dir, log=print)
         for r in regimes
     }
-    runs = {r: {v: [] for v in VARIANTS} for r in regimes}
+    wanted = set(args.variants.split(",")) | set(REQUIRED)
+    variants = tuple(v for v in VARIANTS if v in wanted)
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        r: {v: [] for v in variants} for r in regimes
+    }
     for rnd in range(conf["rounds"]):
-        k = rnd % len(VARIANTS)
-        order = VARIANTS[k:] + VARIANTS[:k]
+        k = rnd % len(variants)
+        order = variants[k:] + variants[:k]
         for regime in regimes:
             urls = list(data[regime].paths)
             _data.warm(urls)
@@ -198,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     summary = []
     for regime in regimes:
-        s, rows = summarise(regime, runs[regime])
+        s, rows = summarise(regime, runs[regime], variants)
         summary.append(s)
         lines.append(rows)
     md = "\n".join(lines)

@@ -24,9 +24,10 @@ def test_tiny_run_reports_every_variant_and_the_ipc_cost(tmp_path: Path) -> None
     assert [r["regime"] for r in result["regimes"]] == ["jpeg256", "small"]
     for regime in result["regimes"]:
         assert set(regime["variants"]) == {
-            "webdataset", "hand", "make_loader", "make_loader+shuffle", "hand-0w",
+            "webdataset", "hand", "make_loader", "make_loader+shuffle", "hand-noshm", "hand-0w",
         }  # fmt: skip
         for v in regime["variants"].values():
             assert v["samples_per_s"] > 0 and v["cpu_us_per_sample"] > 0
         assert isinstance(regime["ipc_us_per_sample"], float)
+        assert isinstance(regime["ipc_noshm_us_per_sample"], float)
     assert "| small | process boundary |" in result["table_markdown"]

@@ -8,6 +8,10 @@ across workers in the main process, the pattern webdataset recommends::
 
 ``batched`` here collates with :func:`~wds_cloud.core.collate.torch_collate` (torch tensors)
 unless another ``collation_fn`` is given; ``with_epoch(n)`` counts loader outputs.
+
+With workers, the tensors of each batch cross to the main process through a shared-memory
+arena reused by each worker (:mod:`wds_cloud.pytorch.shm`) instead of a fresh shared-memory
+segment per tensor; ``shm_batches=False`` or ``WDS_CLOUD_SHM_BATCHES=0`` turns that off.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from torch.utils.data import DataLoader
 
 from wds_cloud.core import fluid, pipeline
 from wds_cloud.core.collate import torch_collate
+from wds_cloud.pytorch.shm import ShmCollate, shm_batches_enabled
 
 __all__ = ["WebLoader"]
 
@@ -30,13 +35,20 @@ class WebLoader(pipeline.DataPipeline, fluid.FluidInterface):
         *args: passed to ``torch.utils.data.DataLoader`` (usually the dataset).
         **kw: passed to ``torch.utils.data.DataLoader`` (``batch_size``, ``num_workers``,
             ``multiprocessing_context``, ``persistent_workers``, ...).
+        shm_batches: with workers, send the tensors of each batch through a shared-memory
+            arena per worker (:class:`~wds_cloud.pytorch.shm.ShmCollate`; the loader's
+            ``collate_fn`` is wrapped). None: ``WDS_CLOUD_SHM_BATCHES`` (default on, Linux).
 
     Attributes:
         loader: the wrapped ``DataLoader`` (also ``stage(0)``).
     """
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(DataLoader(*args, **kw))
+    def __init__(self, *args: Any, shm_batches: bool | None = None, **kw: Any) -> None:
+        loader: DataLoader[Any] = DataLoader(*args, **kw)
+        if loader.num_workers > 0 and shm_batches_enabled(shm_batches):
+            slots = (loader.prefetch_factor or 2) + 2
+            loader.collate_fn = ShmCollate(loader.collate_fn, slots=slots)
+        super().__init__(loader)
 
     @property
     def loader(self) -> DataLoader[Any]:
