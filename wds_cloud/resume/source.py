@@ -86,6 +86,11 @@ class ShardSource:
         """Read this reader's share of the epoch as ``(sample, ids)`` pairs."""
         state = ctx.get("resume")
         ctx["resume"] = None  # one pass only (a persistent worker keeps its copy of ctx)
+        given = ctx.pop("items", None)
+        if given is not None:  # samples to bring back (RandomMix: pulled, not delivered)
+            opener, options = reader_options(self.reader)
+            yield from _read_items(given, opener, options)
+            return
         if state is not None and self.shuffle is not None:
             self.shuffle.epoch = state["epoch"]
         epoch, order = self.order()

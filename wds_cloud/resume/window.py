@@ -156,11 +156,10 @@ def why_not(p: Any) -> str:
     name = type(p).__name__
     for node in _chain(p):
         if isinstance(node, RandomMix):
-            return (
-                f"{name} cannot be resumed: it reads a RandomMix through a pipeline or a "
-                "DataLoader; only a RandomMix iterated directly has state_dict() (see "
-                "docs/resume.md, 'with_epoch, resampling and RandomMix')"
-            )
+            from wds_cloud.resume.mixing import reason
+
+            why = reason(p) or "it reads a RandomMix that is not a DataLoader's dataset"
+            return f"{name} cannot be resumed: {why} (see docs/resume.md, 'RandomMix')"
         if not isinstance(node, DataPipeline):
             continue
         if node is not p and _is_windowed(node):
