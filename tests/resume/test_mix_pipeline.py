@@ -3,13 +3,14 @@ uninterrupted run (``wds_cloud.resume.mixing``)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
 import wds_cloud as wds
-from tests.resume.helpers import keys_of_batch, random_stops, write_shards
+from tests.resume.helpers import key_of, keys_of_batch, random_stops, write_shards
 from tests.resume.test_epochs_mix import run_windows
 from wds_cloud.errors import ConfigError
 
@@ -31,8 +32,34 @@ def _batch_keys(batch: Any) -> list[str]:
     return [t[0].decode() for t in batch]
 
 
-def _passes(got: list[str], size: int) -> list[Counter[str]]:
-    return [Counter(got[i : i + size]) for i in range(0, len(got), size)]
+def run_passes(
+    make: Any, passes: int, stops: list[int], keys_of: Any = None
+) -> tuple[list[list[str]], list[dict[str, Any]]]:
+    """Keys of each of ``passes`` consecutive ``iter()`` calls; after the ``n``-th item (over
+    all passes) for ``n`` in ``stops`` the state goes through JSON into a new ``make()``."""
+    keys_of = keys_of or (lambda item: [key_of(item)])
+    stops = sorted(set(stops))
+    out: list[list[str]] = [[]]
+    states: list[dict[str, Any]] = []
+    obj, n = make(), 0
+    while len(out) <= passes:
+        for item in obj:
+            out[-1].extend(keys_of(item))
+            n += 1
+            if stops and n == stops[0]:
+                stops.pop(0)
+                state = json.loads(json.dumps(obj.state_dict()))
+                states.append(state)
+                obj = make()
+                obj.load_state_dict(state)
+                break
+        else:
+            out.append([])
+    return out[:passes], states
+
+
+def _passes(got: list[list[str]]) -> list[Counter[str]]:
+    return [Counter(p) for p in got]
 
 
 @pytest.mark.parametrize("longest", [False, True])
@@ -47,18 +74,19 @@ def test_pipeline_over_mix(
     def make() -> Any:
         return wds.DataPipeline(_mix(a, b, longest)).shuffle(buffer)
 
-    plain, _ = run_windows(make, 2, [])
-    first = len(list(make()))
+    plain, _ = run_passes(make, 3, [])
     if longest:
-        assert first == len(keys) and Counter(plain) == Counter({k: 2 for k in keys})
+        assert _passes(plain) == [Counter(keys)] * 3
+    assert plain[0] != plain[1]  # the epochs advance
+    total = sum(map(len, plain))
     for seed in (1, 2, 3):
-        got, states = run_windows(make, 2, random_stops(seed, 5, len(plain)))
+        got, states = run_passes(make, 3, random_stops(seed, 6, total))
         assert all("mixers" in s for s in states)
         if buffer == 0:
             assert got == plain
-        else:
-            assert _passes(got, first) == _passes(plain, first)
-            assert max(Counter(got[:first]).values()) == 1
+        else:  # the same samples in each pass, each once
+            assert _passes(got) == _passes(plain)
+            assert all(max(c.values()) == 1 for c in _passes(got))
 
 
 def test_buffers_inside_and_after_the_mix(sets: tuple[list[str], list[str], list[str]]) -> None:
@@ -71,9 +99,8 @@ def test_buffers_inside_and_after_the_mix(sets: tuple[list[str], list[str], list
         return wds.DataPipeline(inner).shuffle(4)
 
     for seed in (4, 5):
-        got, states = run_windows(make, 2, random_stops(seed, 6, 2 * len(keys)))
-        assert len(got) == 2 * len(keys)
-        assert _passes(got, len(keys)) == [Counter(keys), Counter(keys)]
+        got, states = run_passes(make, 2, random_stops(seed, 6, 2 * len(keys)))
+        assert _passes(got) == [Counter(keys), Counter(keys)]
         assert any(any(m["left"] != [[], []] for m in s["mixers"].values()) for s in states)
 
 
@@ -117,30 +144,37 @@ def make_first_n(make: Any, n: int) -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(
+    ("workers", "persistent"), [(0, False), (2, False), (2, True)], ids=["0", "2", "2p"]
+)
 @pytest.mark.parametrize("longest", [False, True])
 def test_loader_over_mix(
-    sets: tuple[list[str], list[str], list[str]], workers: int, longest: bool
+    sets: tuple[list[str], list[str], list[str]], workers: int, persistent: bool, longest: bool
 ) -> None:
     """``WebLoader(DataPipeline(RandomMix(...)).batched(3)).unbatched().shuffle(7)``: every
     worker mixes its share; each pass exactly once."""
-    a, b, _keys = sets
+    a, b, keys = sets
 
-    def make(shuffle: int = 7) -> Any:
+    def make(shuffle: int = 7, outer: int = 4) -> Any:
         ds = wds.DataPipeline(_mix(a, b, longest)).batched(3)
-        loader = wds.WebLoader(ds, num_workers=workers, batch_size=None)
-        return loader.unbatched().shuffle(shuffle).batched(4, collation_fn=list)
+        loader = wds.WebLoader(
+            ds, num_workers=workers, batch_size=None, persistent_workers=persistent
+        )
+        return loader.unbatched().shuffle(shuffle).batched(outer, collation_fn=list)
 
-    plain, _ = run_windows(make, 2, [], _batch_keys)
-    first = sum(len(_batch_keys(b)) for b in make())
+    plain, _ = run_passes(make, 3, [], _batch_keys)
+    assert plain[0] != plain[1]  # the epochs advance
+    if longest:
+        assert _passes(plain) == [Counter(keys)] * 3
+    total = sum(map(len, plain)) // 4
     for seed in (6, 7):
-        got, states = run_windows(make, 2, random_stops(seed, 4, len(plain) // 4), _batch_keys)
-        assert _passes(got, first) == _passes(plain, first)
-        assert max(Counter(got[:first]).values()) == 1
+        got, states = run_passes(make, 3, random_stops(seed, 6, total), _batch_keys)
+        assert _passes(got) == _passes(plain)
+        assert all(max(c.values()) == 1 for c in _passes(got))
         assert {r for s in states for r in s["mixers"]} <= {"0.0", "0.1"}
-    if workers == 0:  # one mixer, no buffer: the uninterrupted sequence
-        plain, _ = run_windows(lambda: make(0), 2, [], _batch_keys)
-        got, _ = run_windows(lambda: make(0), 2, [3, 8, 11], _batch_keys)
+    if workers == 0:  # one mixer, an outer batch is an inner one: the uninterrupted sequence
+        plain, _ = run_passes(lambda: make(0, 3), 2, [], _batch_keys)
+        got, _ = run_passes(lambda: make(0, 3), 2, [3, 8, 11, 20], _batch_keys)
         assert got == plain
 
 

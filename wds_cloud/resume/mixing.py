@@ -190,6 +190,7 @@ def mix_pairs(mix: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     from wds_cloud.resume.loop import innermost, pairs
 
     state = ctx.get("mix_resume")
+    ctx["mix_resume"] = None  # one pass only (a persistent worker keeps its copy of ctx)
     me = reader_key()
     mine = (state or {}).get("mixers", {}).get(me, {})
     epoch = int(state["mix"]["epoch"]) if state is not None else mix.epoch
