@@ -83,10 +83,8 @@ def innermost(p: Any, window_ok: bool | None = None) -> tuple[Any, ShardSource] 
     if dataset is not None:
         if not isinstance(dataset, pipeline_type) or not enabled(dataset):
             return None
-        if _windowed(dataset) and (
-            not window_ok or getattr(first, "persistent_workers", False)
-        ):  # a window per worker (window.emit_windows): not under another, not persistent
-            return None
+        if _windowed(dataset) and not window_ok:
+            return None  # a window per worker (window.emit_windows): not under another
         return innermost(dataset)
     source = find_source(p.pipeline)
     return None if source is None else (p, source)
@@ -362,6 +360,12 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
             load_finished(mixed, state)
         else:
             p._resume_pending = state
+        return
+    if state.get("finished") and state.get("persistent") and "windows" in state:
+        # persistent workers' next windows start at epochs of their own: a new window each
+        from wds_cloud.resume.window import next_windows
+
+        p._resume_pending = next_windows(state)
         return
     if state.get("finished") and state.get("reader") is None:
         # the epoch is over: the next pass starts the next one. A reader's state (one

@@ -167,8 +167,8 @@ def why_not(p: Any) -> str:
                 f"{name} cannot be resumed: with_epoch()/repeat() is set on {type(node).__name__}"
                 ", a pipeline inside it with stages above it that hold items (a shuffle, "
                 "unbatched, a generator: only batched, map, to_tuple, select and the like may "
-                "follow it), under another window, or on the dataset of a DataLoader with "
-                "persistent_workers=True; set it on the object you iterate instead (see "
+                "follow it), or under another window; set it on the object you iterate "
+                "instead (see "
                 "docs/resume.md, 'with_epoch, resampling and RandomMix')"
             )
         if split_by_sample in node.pipeline:
@@ -245,16 +245,21 @@ def emit_windows(
     assert found is not None
     source = found[1]
     state = ctx.get("resume")
+    ctx["resume"] = None  # one window only (a persistent worker keeps its copy of ctx)
     scope = list(worker_info())
     reader = f"{scope[0]}.{scope[2]}"
     mine = (state or {}).get("windows", {}).get(reader, {})
-    if state is not None and source.shuffle is not None:
-        source.shuffle.epoch = int(state["epoch"])
-    first_epoch, step = source.order()[0], _step(source)
     saved = mine.get("passes", [])
+    if state is not None and source.shuffle is not None:
+        # this worker's window starts at the epoch of its first saved pass (persistent
+        # workers' windows start at epochs of their own), or at "next" after a finished one
+        source.shuffle.epoch = int(saved[0]["epoch"] if saved else mine.get("next", state["epoch"]))
+    first_epoch, step = source.order()[0], _step(source)
     limit = p.epoch_size()
     count = int(mine.get("window", 0))
     if 0 < limit <= count or (state is not None and state.get("finished")):
+        if saved and source.shuffle is not None:  # where this worker's window had ended
+            source.shuffle.epoch = int(mine.get("next", int(saved[-1]["epoch"]) + step))
         return
     for k in range(p.repetitions):
         resumed = dict(saved[k], reader=scope) if k < len(saved) else None
@@ -262,7 +267,7 @@ def emit_windows(
         got = False
         for item, tags in pairs(p, sub):
             got = True
-            mark = (MARK, reader, k, count)
+            mark = (MARK, reader, k, count, first_epoch + k * step)
             if isinstance(tags, Rows):
                 tags = Rows([mark, *row] for row in tags)
             else:
@@ -288,11 +293,16 @@ class LoaderWindows:
         self.count: dict[str, int] = {}
         self.seen: dict[str, set[int]] = {}
         self.passes: dict[str, list[Any]] = {}
+        self.next: dict[str, int] = {}
+        self.limits: dict[str, int] = {}  # items per window of this rank's readers, if known
 
-    def _pass(self, reader: str, k: int) -> Any:
+    def _pass(self, reader: str, k: int, epoch_k: int | None = None) -> Any:
         passes = self.passes.setdefault(reader, [])
         while len(passes) <= k:
-            epoch = int(self.header["epoch"]) + len(passes) * self.step
+            if epoch_k is None:
+                epoch = int(self.header["epoch"]) + len(passes) * self.step
+            else:  # from the mark: persistent workers' windows start at epochs of their own
+                epoch = epoch_k - (k - len(passes)) * self.step
             header = {**self.header, "epoch": epoch}
             header.pop("finished", None)
             passes.append(self.source.new_ledger(header, self.source.order(epoch)[1]))
@@ -307,8 +317,8 @@ class LoaderWindows:
                 if batch:
                     ledger.add(batch)
                     batch = []
-                _, reader, k, index = sid
-                ledger = self._pass(reader, k)
+                _, reader, k, index, epoch = sid
+                ledger = self._pass(reader, k, epoch)
                 seen = self.seen.setdefault(reader, set())
                 if index not in seen:
                     seen.add(index)
@@ -319,6 +329,8 @@ class LoaderWindows:
             if ledger is None:
                 raise RuntimeError("resume: a worker window's item came without its mark")
             ledger.add(batch)
+        if self.limits and all(self.count.get(r, 0) >= n for r, n in self.limits.items()):
+            self.header["finished"] = True  # every window is complete: nothing more comes
 
     def state(self) -> dict[str, Any]:
         """The JSON-serialisable state (``windows`` per reader)."""
@@ -326,12 +338,16 @@ class LoaderWindows:
 
         windows = {}
         delivered = 0
-        for reader in sorted(set(self.count) | set(self.passes)):
+        for reader in sorted(set(self.count) | set(self.passes) | set(self.next)):
             passes = [ledger.state() for ledger in self.passes.get(reader, [])]
             for s in passes:
                 s.pop("format", None)
                 delivered += int(s["delivered"])
             windows[reader] = {"window": self.count.get(reader, 0), "passes": passes}
+            if passes:  # where this worker's next window starts (for persistent workers)
+                windows[reader]["next"] = int(passes[-1]["epoch"]) + self.step
+            elif reader in self.next:
+                windows[reader]["next"] = self.next[reader]
         return {
             "format": STATE_FORMAT,
             **self.header,
@@ -354,8 +370,10 @@ class LoaderWindows:
             )
         for reader, d in state.get("windows", {}).items():
             self.count[reader] = int(d.get("window", 0))
+            if "next" in d:
+                self.next[reader] = int(d["next"])
             for k, saved in enumerate(d.get("passes", [])):
-                self._pass(reader, k).load(saved)
+                self._pass(reader, k, int(saved["epoch"])).load(saved)
 
 
 def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
@@ -385,9 +403,25 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
         "generation": generation,
         "readers": readers,
     }
+    loader = loader_of(p)
+    if getattr(loader, "persistent_workers", False) or not loader.num_workers:
+        header["persistent"] = True  # the readers' datasets (or the one itself) live on
     ledger = LoaderWindows(header, source)
+    prev = p.__dict__.get("_resume_ledger")
+    if header.get("persistent") and state is None and isinstance(prev, LoaderWindows):
+        # persistent workers go on from where their previous windows ended
+        for reader, d in prev.state()["windows"].items():
+            if "next" in d:
+                ledger.next[reader] = int(d["next"])
     if state is not None:
         ledger.load(state)
+    win = loader_window(p)
+    n, nworkers = win.nsamples, readers[1]
+    if n > 0:  # each worker's window ends after its share of n items (or earlier, unknown)
+        rank = node_info()[0]
+        for w in range(nworkers):
+            share = n // nworkers + (1 if w < n % nworkers else 0) if win.per_rank else n
+            ledger.limits[f"{rank}.{w}"] = share
     p._resume_ledger = ledger
     return _deliver(p, ledger, {**header, "resume": state}, None, epoch)  # type: ignore[arg-type]
 
@@ -403,3 +437,16 @@ def merge_windows(states: list[dict[str, Any]]) -> dict[str, Any]:
     if all(s.get("finished") for s in states):
         merged["finished"] = True
     return merged
+
+
+def next_windows(state: dict[str, Any]) -> dict[str, Any]:
+    """A finished state of persistent workers' windows turned into the start of the next
+    windows: each worker starts its next window at its own ``next`` epoch."""
+    windows = {
+        reader: {"window": 0, "passes": [], "next": d["next"]}
+        for reader, d in state["windows"].items()
+        if "next" in d
+    }
+    out = {k: v for k, v in state.items() if k != "finished"}
+    out.update(windows=windows, delivered=0)
+    return out
