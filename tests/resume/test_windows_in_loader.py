@@ -274,14 +274,35 @@ def test_worker_windows_refusals(shards: tuple[list[str], list[str]]) -> None:
     twice = wds.WebLoader(ds, num_workers=1, batch_size=None).with_epoch(5)
     with pytest.raises(ConfigError, match="with_epoch"):
         twice.state_dict()
-    two = wds.WebLoader(ds, num_workers=2, batch_size=None)
-    next(iter(two))
-    state = json.loads(json.dumps(two.state_dict()))
-    assert state["readers"] == [1, 2] and not state.get("finished")
-    three = wds.WebLoader(ds, num_workers=3, batch_size=None)
-    three.load_state_dict(state)
-    with pytest.raises(ConfigError, match=r"\(1, 2\) and is loaded with \(1, 3\)"):
-        next(iter(three))
+
+
+@pytest.mark.parametrize("resampled", [False, True])
+def test_worker_windows_other_worker_counts(
+    shards: tuple[list[str], list[str]], resampled: bool
+) -> None:
+    """A state of 2 workers' windows loaded by 3, 1 or no workers: the new workers take over
+    the old windows (old reader ``j`` to new slot ``j % slots``), reading them as the old
+    workers would have; without sample buffers the windows hold the uninterrupted samples."""
+    urls, _ = shards
+
+    def make(workers: int) -> Any:
+        return _worker_windows(urls, 19, resampled=resampled, buffer=0, workers=workers)()
+
+    plain = [k for batch in make(2) for k in keys_of_batch(batch)]
+    for stop, workers in ((3, 3), (17, 1), (30, 0)):
+        two = make(2)
+        before: list[str] = []
+        for step, batch in enumerate(two, 1):
+            before.extend(keys_of_batch(batch))
+            if step == stop:
+                break
+        state = json.loads(json.dumps(two.state_dict()))
+        assert state["readers"] == [1, 2] and not state.get("finished")
+        other = make(workers)
+        other.load_state_dict(state)
+        rest = [k for batch in other for k in keys_of_batch(batch)]
+        assert Counter(before + rest) == Counter(plain)
+        assert len([k for batch in other for k in keys_of_batch(batch)]) == 19 * 4 * max(1, workers)
 
 
 # -- persistent workers: each worker's windows go on from where its previous one ended ----------

@@ -361,7 +361,7 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
         else:
             p._resume_pending = state
         return
-    if state.get("finished") and state.get("persistent") and "windows" in state:
+    if state.get("finished") and state.get("persistent") and _same_readers(p, state):
         # persistent workers' next windows start at epochs of their own: a new window each
         from wds_cloud.resume.window import next_windows
 
@@ -377,6 +377,17 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
             found[1].shuffle.epoch = int(state["epoch"]) + (0 if _loader_side(p) else 1)
         return
     p._resume_pending = state
+
+
+def _same_readers(p: Any, state: dict[str, Any]) -> bool:
+    """Whether a worker-windows state was taken with this loader's ranks and workers."""
+    from wds_cloud.core.shards import node_info
+    from wds_cloud.resume.window import loader_of
+
+    loader = loader_of(p)
+    if "windows" not in state or loader is None:
+        return False
+    return list(state.get("readers", ())) == [node_info()[1], max(1, int(loader.num_workers))]
 
 
 def _loader_side(p: Any) -> bool:

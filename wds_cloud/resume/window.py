@@ -226,27 +226,72 @@ def _step(source: Any) -> int:
     return 1 if isinstance(source, ResampledSource) or source.shuffle is not None else 0
 
 
+def adopted(saved: list[int], here: list[int]) -> list[list[int]]:
+    """The readers ``(rank, world, worker, workers)`` of a state taken with ``saved`` =
+    ``[ranks, workers]`` whose windows the reader ``here`` takes over when loaded with other
+    numbers: old reader ``j`` (``rank * workers + worker``) goes to new slot ``j % slots``."""
+    oworld, oworkers = saved
+    rank, world, worker, workers = here
+    slots, slot = world * workers, rank * workers + worker
+    return [
+        [j // oworkers, oworld, j % oworkers, oworkers]
+        for j in range(oworld * oworkers)
+        if j % slots == slot
+    ]
+
+
+def _limit(p: Any, reader: list[int]) -> int:
+    """Items per window of ``reader`` (:meth:`DataPipeline.epoch_size` for another reader)."""
+    n = p.nsamples
+    if n > 0 and p.per_rank:
+        nworkers, worker = reader[3], reader[2]
+        n = n // nworkers + (1 if worker < n % nworkers else 0)
+        if n == 0:
+            return 0
+    return int(n)
+
+
 def emit_windows(
     p: Any, ctx: dict[str, Any], pairs: Callable[[Any, dict[str, Any]], Iterator[Any]]
 ) -> Iterator[Any]:
     """One ``with_epoch``/``repeat`` window of the dataset ``p`` in a DataLoader worker, as
     :class:`~wds_cloud.resume.track.Tagged` values whose ids are preceded by a mark
-    ``(MARK, reader, pass, index)`` (per row of a batch).
+    ``(MARK, reader, pass, index, epoch)`` (per row of a batch).
 
     Pass ``k`` of the window has epoch ``epoch + k * step``. From a loader state (``ctx``'s
     ``resume``), the worker reads what its share of each pass the state lists did not
     deliver, then goes on with later passes, and stops when its window holds ``n`` items
-    counting those the state says were delivered."""
+    counting those the state says were delivered. A state taken with other numbers of ranks
+    or workers: the worker completes, one after the other, the windows of the old readers it
+    takes over (:func:`adopted`), reading as they would have."""
     from wds_cloud.core.shards import worker_info
+
+    state = ctx.get("resume")
+    ctx["resume"] = None  # one window only (a persistent worker keeps its copy of ctx)
+    scope = list(worker_info())
+    saved_readers = (state or {}).get("readers")
+    if state is None or saved_readers is None or list(saved_readers) == [scope[1], scope[3]]:
+        yield from _window(p, ctx, state, scope, None, pairs)
+        return
+    for old in adopted(list(saved_readers), scope):
+        yield from _window(p, ctx, state, old, old, pairs)
+
+
+def _window(
+    p: Any,
+    ctx: dict[str, Any],
+    state: dict[str, Any] | None,
+    scope: list[int],
+    as_reader: list[int] | None,
+    pairs: Callable[[Any, dict[str, Any]], Iterator[Any]],
+) -> Iterator[Any]:
+    """The window of reader ``scope`` (this one, or ``as_reader`` taken over)."""
     from wds_cloud.resume.loop import innermost
     from wds_cloud.resume.track import Rows, Tagged, flat
 
     found = innermost(p)
     assert found is not None
     source = found[1]
-    state = ctx.get("resume")
-    ctx["resume"] = None  # one window only (a persistent worker keeps its copy of ctx)
-    scope = list(worker_info())
     reader = f"{scope[0]}.{scope[2]}"
     mine = (state or {}).get("windows", {}).get(reader, {})
     saved = mine.get("passes", [])
@@ -255,15 +300,16 @@ def emit_windows(
         # workers' windows start at epochs of their own), or at "next" after a finished one
         source.shuffle.epoch = int(saved[0]["epoch"] if saved else mine.get("next", state["epoch"]))
     first_epoch, step = source.order()[0], _step(source)
-    limit = p.epoch_size()
+    limit = p.epoch_size() if as_reader is None else _limit(p, as_reader)
     count = int(mine.get("window", 0))
     if 0 < limit <= count or (state is not None and state.get("finished")):
         if saved and source.shuffle is not None:  # where this worker's window had ended
             source.shuffle.epoch = int(mine.get("next", int(saved[-1]["epoch"]) + step))
         return
+    extra = {} if as_reader is None else {"as_reader": as_reader}
     for k in range(p.repetitions):
         resumed = dict(saved[k], reader=scope) if k < len(saved) else None
-        sub = dict(ctx, epoch=first_epoch + k * step, resume=resumed)
+        sub = dict(ctx, epoch=first_epoch + k * step, resume=resumed, **extra)
         got = False
         for item, tags in pairs(p, sub):
             got = True
@@ -380,7 +426,6 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     """One ``iter()`` of ``p`` whose DataLoader's dataset has the window (each worker runs
     one, :func:`emit_windows`), from ``state`` if given."""
     from wds_cloud.core.shards import node_info
-    from wds_cloud.errors import ConfigError
     from wds_cloud.resume.loop import _deliver, innermost
 
     found = innermost(p)
@@ -390,13 +435,11 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
         source.shuffle.epoch = int(state["epoch"])
     epoch = source.order()[0]
     generation = int(state.get("generation", 0)) + 1 if state is not None else 0
-    readers = [node_info()[1], max(1, int(loader_of(p).num_workers))]
+    here = [node_info()[1], max(1, int(loader_of(p).num_workers))]
+    readers = here
     if state is not None and state.get("readers", readers) != readers:
-        raise ConfigError(
-            f"this state was taken with (ranks, DataLoader workers) = {tuple(state['readers'])}"
-            f" and is loaded with {tuple(readers)}: each worker's with_epoch() window is its "
-            "own, so load it with the same numbers"
-        )
+        # elastic: this rank's workers complete the windows of the old readers they take over
+        readers = list(state["readers"])
     header = {
         "epoch": epoch,
         "seed": getattr(inner, "seed", 0),
@@ -416,12 +459,13 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     if state is not None:
         ledger.load(state)
     win = loader_window(p)
-    n, nworkers = win.nsamples, readers[1]
-    if n > 0:  # each worker's window ends after its share of n items (or earlier, unknown)
+    if win.nsamples > 0:  # each worker's window ends after its share of n items
         rank = node_info()[0]
-        for w in range(nworkers):
-            share = n // nworkers + (1 if w < n % nworkers else 0) if win.per_rank else n
-            ledger.limits[f"{rank}.{w}"] = share
+        mine = [[rank, here[0], w, here[1]] for w in range(here[1])]
+        if readers != here:  # the old readers this rank's workers take over
+            mine = [old for scope in mine for old in adopted(readers, scope)]
+        for scope in mine:
+            ledger.limits[f"{scope[0]}.{scope[2]}"] = _limit(win, scope)
     p._resume_ledger = ledger
     return _deliver(p, ledger, {**header, "resume": state}, None, epoch)  # type: ignore[arg-type]
 
@@ -430,8 +474,14 @@ def merge_windows(states: list[dict[str, Any]]) -> dict[str, Any]:
     """Merge the loader states of several ranks with per-worker windows (their readers are
     disjoint: keyed by rank and worker)."""
     merged = dict(states[0])
-    merged["windows"] = dict(sorted((r, d) for s in states for r, d in s["windows"].items()))
-    merged["delivered"] = sum(int(s.get("delivered", 0)) for s in states)
+    windows: dict[str, Any] = {}
+    for s in states:  # after an elastic resume every rank holds every old reader's entry:
+        for r, d in s["windows"].items():  # the one that took it over has the most
+            old = windows.get(r)
+            if old is None or _progress(d) > _progress(old):
+                windows[r] = d
+    merged["windows"] = dict(sorted(windows.items()))
+    merged["delivered"] = sum(_progress(d)[1] for d in windows.values())
     merged["generation"] = max(int(s.get("generation", 0)) for s in states)
     merged.pop("finished", None)
     if all(s.get("finished") for s in states):
@@ -450,3 +500,7 @@ def next_windows(state: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in state.items() if k != "finished"}
     out.update(windows=windows, delivered=0)
     return out
+
+
+def _progress(d: dict[str, Any]) -> tuple[int, int]:
+    return int(d.get("window", 0)), sum(int(p.get("delivered", 0)) for p in d.get("passes", []))
