@@ -223,10 +223,11 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
 
 
 def _deliver(p: Any, ledger: Ledger, ctx: dict[str, Any], follow: Any, epoch: int) -> Iterator[Any]:
+    add = ledger.add
     for item, tags in pairs(p, ctx):
         if follow is not None:
             follow.epoch, follow = epoch + 1, None
-        ledger.add(flat(tags))
+        add(tags if type(tags) is list else flat(tags))
         yield item
     if follow is not None:
         follow.epoch = epoch + 1

@@ -70,20 +70,19 @@ class Ledger:
     intervals: dict[str, list[list[int]]] = field(default_factory=dict)
     ends: dict[str, int] = field(default_factory=dict)
     pending: list[SampleId] = field(default_factory=list)
-    delivered: int = 0
+    delivered: int = 0  # ids delivered and compacted (``pending`` holds the others)
 
     def add(self, ids: Iterable[SampleId]) -> None:
         """Record samples as delivered."""
         pending = self.pending
-        for sid in ids:
-            pending.append(sid)
-            self.delivered += 1
+        pending.extend(ids)  # counted into ``delivered`` when compacted
         if len(pending) > 16384:
             self.compact()
 
     def compact(self) -> None:
         """Merge pending ids into per-shard extents; mark complete shards done."""
         pending, self.pending = self.pending, []
+        self.delivered += len(pending)
         touched: dict[str, list[list[int]]] = {}
         for url, a, b, last in pending:
             if url in self.done:

@@ -129,9 +129,83 @@ class _Tap:
         return item
 
 
+def _passthrough(stage: Any) -> bool:
+    """Whether ``stage`` yields its inputs unchanged, one for one (``check_empty``, which
+    WebDataset puts after its reader): it can run on the pairs themselves."""
+    from functools import partial
+
+    from wds_cloud.core.extras import check_empty
+
+    return stage is check_empty or (isinstance(stage, partial) and stage.func is check_empty)
+
+
+def _run_stream(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    """A ``stream`` stage: an output gets the tags of every input pulled since the previous
+    output (the tap is a generator: cheaper per item than an iterator class)."""
+    pending: list[Any] = []
+    append = pending.append
+
+    def tap() -> Iterator[Any]:
+        for item, tags in pairs:
+            append(tags)
+            yield item
+
+    for item in invoke_stage(stage, tap()):
+        if len(pending) == 1:
+            yield item, pending.pop()
+        else:
+            tags = [sid for t in pending for sid in flat(t)]
+            pending.clear()
+            yield item, tags
+
+
 def run_stage(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
     """Run one stage on ``(item, tags)`` pairs; yield ``(output, tags)`` pairs."""
+    if _passthrough(stage):
+        return invoke_stage(stage, pairs)
     kind = stage_kind(stage)
+    if kind == "stream":
+        return _run_stream(stage, pairs)
+    if kind == "identity":
+        return _run_identity(stage, pairs)
+    return _run_other(stage, kind, pairs)
+
+
+class _Many(deque[Any]):
+    """Tags of one object held more than once (the same item pulled again before it left)."""
+
+
+def _run_identity(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    """An ``identity`` stage (a shuffle): an output is one of the inputs; its tags are found
+    by the object's ``id`` (one dict entry per held item, a deque only for repeats)."""
+    table: dict[int, Any] = {}
+
+    def tap() -> Iterator[Any]:
+        for item, tags in pairs:
+            key = id(item)
+            held = table.get(key)
+            if held is None:
+                table[key] = tags
+            elif type(held) is _Many:
+                held.append(tags)
+            else:
+                table[key] = _Many((held, tags))
+            yield item
+
+    for item in invoke_stage(stage, tap()):
+        held = table.pop(id(item), None)
+        if held is None:
+            yield item, []
+        elif type(held) is _Many:
+            tags = held.popleft()
+            if held:
+                table[id(item)] = held
+            yield item, tags
+        else:
+            yield item, held
+
+
+def _run_other(stage: Any, kind: str, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
     tap = _Tap(pairs, kind == "identity")
     out = invoke_stage(stage, tap)
     if kind == "identity":
@@ -161,16 +235,6 @@ def run_stage(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
                         rows.append(t)
                 tap.pending = []
             yield item, (rows.popleft() if rows else [])
-    else:
-        for item in out:
-            pending = tap.pending
-            if len(pending) == 1:
-                tags = pending[0]
-                pending.clear()
-            else:
-                tap.pending = []
-                tags = [sid for t in pending for sid in flat(t)]
-            yield item, tags
 
 
 def run_stages(
