@@ -109,26 +109,6 @@ def seeded(stage: Any, ctx: dict[str, Any], position: int) -> Any:
     return FilterFunction(_shuffle, *stage.args, **{**stage.kw, "seed": seed})
 
 
-class _Tap:
-    __slots__ = ("identity", "pending", "src")
-
-    def __init__(self, src: Iterator[Any], identity: bool) -> None:
-        self.src = src
-        self.pending: list[Any] = []
-        self.identity: dict[int, deque[Any]] | None = {} if identity else None
-
-    def __iter__(self) -> _Tap:
-        return self
-
-    def __next__(self) -> Any:
-        item, tags = next(self.src)
-        if self.identity is not None:
-            self.identity.setdefault(id(item), deque()).append(tags)
-        else:
-            self.pending.append(tags)
-        return item
-
-
 def _passthrough(stage: Any) -> bool:
     """Whether ``stage`` yields its inputs unchanged, one for one (``check_empty``, which
     WebDataset puts after its reader): it can run on the pairs themselves."""
@@ -206,35 +186,32 @@ def _run_identity(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]
 
 
 def _run_other(stage: Any, kind: str, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
-    tap = _Tap(pairs, kind == "identity")
-    out = invoke_stage(stage, tap)
-    if kind == "identity":
-        table = tap.identity
-        assert table is not None
+    """A ``batch`` or ``unbatch`` stage."""
+    pending: list[Any] = []
+    append = pending.append
+
+    def tap() -> Iterator[Any]:
+        for item, tags in pairs:
+            append(tags)
+            yield item
+
+    out = invoke_stage(stage, tap())
+    if kind == "batch":
         for item in out:
-            queue = table.get(id(item))
-            if queue:
-                tags = queue.popleft()
-                if not queue:
-                    del table[id(item)]
-            else:
-                tags = []
-            yield item, tags
-    elif kind == "batch":
+            rows = Rows(t if type(t) is list else flat(t) for t in pending)
+            pending.clear()
+            yield item, rows
+    else:
+        queue: deque[Any] = deque()
         for item in out:
-            pending, tap.pending = tap.pending, []
-            yield item, Rows(flat(t) for t in pending)
-    elif kind == "unbatch":
-        rows: deque[Any] = deque()
-        for item in out:
-            if tap.pending:
-                for t in tap.pending:
+            if pending:
+                for t in pending:
                     if isinstance(t, Rows):
-                        rows.extend(t)
+                        queue.extend(t)
                     else:
-                        rows.append(t)
-                tap.pending = []
-            yield item, (rows.popleft() if rows else [])
+                        queue.append(t)
+                pending.clear()
+            yield item, (queue.popleft() if queue else [])
 
 
 def run_stages(
