@@ -11,7 +11,8 @@ exits non-zero when a rank fails. A CONFIG holds ``urls``, ``rank``, ``world``, 
 - ``stop``: take ``state_dict()`` after this many batches and stop (every rank at the same
   step); None: finish the epoch, then run the next one;
 - ``window`` and ``buffer`` (optional): use a ``WebLoader`` whose dataset has
-  ``with_epoch(window)`` (batches of 4 per worker) and a shuffle buffer, instead.
+  ``with_epoch(window)`` (batches of 4 per worker) and a shuffle buffer, instead;
+- ``mix`` (optional): use a ``RandomMix`` of two datasets read by the workers, instead.
 
 The loader is ``make_loader`` (shuffle buffers in the workers and in the main process) with
 ``split_by_node``; every sample comes out as ``(key, "rank/worker")`` so the test can see which
@@ -64,6 +65,20 @@ def make_windows(urls: list[str], workers: int, window: int, buffer: int) -> Any
     return wds.WebLoader(ds.with_epoch(window), num_workers=workers, batch_size=None)
 
 
+def make_mix(urls: list[str], workers: int) -> Any:
+    """A ``RandomMix`` of two datasets (the first 10 shards and the others) read by each
+    DataLoader worker; shuffled and batched by 8 in the main process."""
+    sets = [
+        wds.WebDataset(part, shardshuffle=True, seed=i, nodesplitter=wds.split_by_node)
+        .to_tuple("txt")
+        .map(with_reader)
+        for i, part in enumerate((urls[:10], urls[10:]))
+    ]
+    mix = wds.RandomMix(sets, [0.6, 0.4], longest=True, seed=5)
+    loader = wds.WebLoader(wds.DataPipeline(mix), num_workers=workers, batch_size=None)
+    return loader.shuffle(7).batched(BATCH, collation_fn=list)
+
+
 def run_rank(cfg: dict[str, Any]) -> None:
     """One rank (in a forked process)."""
     if cfg["init"] is None:
@@ -74,7 +89,9 @@ def run_rank(cfg: dict[str, Any]) -> None:
         dist.init_process_group(
             "gloo", init_method=cfg["init"], rank=cfg["rank"], world_size=cfg["world"]
         )
-    if cfg.get("window"):
+    if cfg.get("mix"):
+        loader = make_mix(cfg["urls"], cfg["workers"])
+    elif cfg.get("window"):
         loader = make_windows(cfg["urls"], cfg["workers"], cfg["window"], cfg["buffer"])
     else:
         loader = make(cfg["urls"], cfg["workers"])

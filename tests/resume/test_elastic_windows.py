@@ -1,17 +1,19 @@
 """``with_epoch`` windows on a WebLoader's dataset (a window per DataLoader worker) under a real
 gloo process group: 2 ranks x 2 workers save (the ranks' states gathered and merged with
 ``merge_windows``), resumed by 1 rank x 2 workers and 3 ranks x 1 worker; the workers take over
-the old readers' windows, and every window is delivered as the uninterrupted run's."""
+the old readers' windows, and every window is delivered as the uninterrupted run's. Also a
+RandomMix read by the workers of 2 ranks: its gathered state (``merge_mixes``)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.resume.helpers import write_shards
+from tests.resume.helpers import assert_exactly_once, write_shards
 from tests.resume.test_elastic import run_ranks
 from wds_cloud.resume.window import adopted, merge_windows
 
@@ -95,3 +97,18 @@ def test_adopted() -> None:
     ]
     assert adopted([2, 2], [0, 1, 1, 2]) == [[0, 2, 1, 2], [1, 2, 1, 2]]
     assert adopted([1, 2], [0, 1, 2, 3]) == []
+
+
+def test_random_mix_in_workers_under_gloo(tmp_path: Path) -> None:
+    """A RandomMix in the DataLoader workers of 2 ranks (2 workers each), buffers in the main
+    process: the ranks' states are gathered and merged (``merge_mixes``), every rank gets the
+    same one, and resuming it on 2 x 2 delivers the rest of the pass exactly once."""
+    urls, keys = write_shards(tmp_path, SHARDS, PER_SHARD)
+    saved = run_ranks(tmp_path, "mix-save", 2, 2, True, urls=urls, mix=True, state=None, stop=6)
+    states = [r["state"] for r in saved]
+    assert states[0] == states[1]
+    assert sorted(states[0]["mixers"]) == ["0.0", "0.1", "1.0", "1.1"]
+    state = json.loads(json.dumps(states[0]))
+    rest = run_ranks(tmp_path, "mix-resume", 2, 2, True, urls=urls, mix=True, state=state)
+    assert_exactly_once(_keys(saved, "before") + _keys(rest, "rest"), keys)
+    assert_exactly_once(_keys(rest, "next"), keys)
