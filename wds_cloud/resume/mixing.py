@@ -535,7 +535,13 @@ def merge_mixes(states: list[dict[str, Any]]) -> dict[str, Any]:
     from wds_cloud.resume.state import merge_states
 
     states = [check_state(s) for s in states]
+    if not all("mixers" in s for s in states):
+        raise ConfigError("merge_states: RandomMix states mixed with other states")
     merged = dict(states[0])
+    merged.pop("reader", None)
+    scopes = [s["reader"] for s in states if s.get("reader") is not None]
+    if scopes:  # per-worker states (StatefulDataLoader): the mixers are the workers
+        merged["readers"] = [scopes[0][1], scopes[0][3]]
     datasets = []
     for i in range(len(merged["datasets"])):
         sub = {}

@@ -182,6 +182,14 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     states = [check_state(s) for state in states for s in _wds_states(state)]
     if not states:
         raise ConfigError("merge_states: no states")
+    if any("mixers" in s for s in states):
+        from wds_cloud.resume.mixing import merge_mixes
+
+        return merge_mixes(states)  # RandomMix states: mixers keyed by rank and worker
+    if any("windows" in s for s in states):
+        from wds_cloud.resume.window import merge_windows
+
+        return merge_windows(states)  # worker windows: keyed by rank and worker
     if any(s.get("resampled") for s in states):
         from wds_cloud.resume.draws import merge_draws
 

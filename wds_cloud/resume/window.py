@@ -472,7 +472,15 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
 
 def merge_windows(states: list[dict[str, Any]]) -> dict[str, Any]:
     """Merge the loader states of several ranks with per-worker windows (their readers are
-    disjoint: keyed by rank and worker)."""
+    disjoint: keyed by rank and worker).
+
+    Raises:
+        ConfigError: not all states are of worker windows.
+    """
+    if not all("windows" in s for s in states):
+        from wds_cloud.errors import ConfigError
+
+        raise ConfigError("merge_states: worker-window states mixed with other states")
     merged = dict(states[0])
     windows: dict[str, Any] = {}
     for s in states:  # after an elastic resume every rank holds every old reader's entry:
