@@ -223,12 +223,26 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
 
 
 def _deliver(p: Any, ledger: Ledger, ctx: dict[str, Any], follow: Any, epoch: int) -> Iterator[Any]:
-    add = ledger.add
-    for item, tags in pairs(p, ctx):
-        if follow is not None:
-            follow.epoch, follow = epoch + 1, None
-        add(tags if type(tags) is list else flat(tags))
-        yield item
+    src = pairs(p, ctx)
+    if follow is not None:
+        for item, tags in src:
+            follow.epoch = epoch + 1  # the workers exist now: the main copy follows
+            follow = None
+            ledger.add(flat(tags))
+            yield item
+            break
+    if isinstance(ledger, Ledger):  # the hot path: ids appended, merged every 16,384
+        pending = ledger.pending
+        for item, tags in src:
+            pending.extend(tags if type(tags) is list else flat(tags))
+            if len(pending) > 16384:
+                ledger.compact()  # empties ``pending`` in place
+            yield item
+    else:
+        add = ledger.add
+        for item, tags in src:
+            add(tags if type(tags) is list else flat(tags))
+            yield item
     if follow is not None:
         follow.epoch = epoch + 1
     ledger.header["finished"] = True

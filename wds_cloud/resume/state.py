@@ -81,7 +81,8 @@ class Ledger:
 
     def compact(self) -> None:
         """Merge pending ids into per-shard extents; mark complete shards done."""
-        pending, self.pending = self.pending, []
+        pending = self.pending[:]
+        self.pending.clear()  # the same list: the delivering loop appends to it directly
         self.delivered += len(pending)
         touched: dict[str, list[list[int]]] = {}
         for url, a, b, last in pending:
