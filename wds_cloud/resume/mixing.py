@@ -53,15 +53,14 @@ def _lazy(stages: list[Any]) -> bool:
     return lazy(stages)
 
 
-def find(p: Any) -> tuple[Any, Any, bool] | None:
-    """``(mix, loader or None, lazy)`` when ``p`` reads a ``RandomMix`` that can be tracked:
-    through first stages of pipelines, or as (the first stage of) a DataLoader's dataset;
-    ``lazy``: no stage between the mix and ``p``'s output holds items. None otherwise."""
-    return _find(p)[0]
+Found = tuple[Any, Any, bool]
 
 
-def _find(p: Any) -> tuple[tuple[Any, Any, bool] | None, str | None]:
-    """:func:`find` and, when it is None but a RandomMix is there, why it cannot be resumed."""
+def _find(p: Any) -> tuple[Found | None, str | None]:
+    """``((mix, loader or None, lazy), None)`` when ``p`` reads a ``RandomMix`` that can be
+    tracked (through first stages of pipelines, or as the first stage of a DataLoader's
+    dataset; ``lazy``: no stage between the mix and ``p``'s output holds items); ``(None,
+    why)`` when it reads one that cannot; ``(None, None)`` when it reads none."""
     from wds_cloud.core.pipeline import DataPipeline
     from wds_cloud.resume.loop import _loader_dataset, _windowed
 
@@ -104,40 +103,28 @@ def _find(p: Any) -> tuple[tuple[Any, Any, bool] | None, str | None]:
                 )
             if isinstance(first, mix_type) and loader is None:
                 lazy = lazy and _lazy(node.pipeline[1:])
-                return _checked(first, None, lazy, p), None
+                return _checked(first, None, lazy)
             if isinstance(first, DataPipeline):
                 lazy = lazy and _lazy(node.pipeline[1:])
             node = first
             continue
         return None, None
-    return _checked(node, loader, lazy, p), None
+    return _checked(node, loader, lazy)
 
 
-def _checked(mix: Any, loader: Any, lazy: bool, p: Any) -> tuple[Any, Any, bool]:
+def _checked(mix: Any, loader: Any, lazy: bool) -> tuple[Found | None, str | None]:
     why = why_not(mix, loader, lazy)
-    if why is not None:
-        raise _Refused(why)
-    return mix, loader, lazy
+    return (None, why) if why is not None else ((mix, loader, lazy), None)
 
 
-class _Refused(Exception):
-    pass
-
-
-def locate(p: Any) -> tuple[Any, Any, bool] | None:
-    """:func:`find` without raising (None when refused)."""
-    try:
-        return _find(p)[0]
-    except _Refused:
-        return None
+def locate(p: Any) -> Found | None:
+    """``(mix, loader or None, lazy)`` when ``p`` reads a ``RandomMix`` that can be resumed."""
+    return _find(p)[0]
 
 
 def reason(p: Any) -> str | None:
     """Why the RandomMix ``p`` reads cannot be resumed (None: no RandomMix, or it can)."""
-    try:
-        return _find(p)[1]
-    except _Refused as exc:
-        return str(exc)
+    return _find(p)[1]
 
 
 def why_not(mix: Any, loader: Any, lazy: bool) -> str | None:
@@ -421,7 +408,7 @@ def _subtract(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
 # -- the object iterated --------------------------------------------------------------------
 
 
-def run(p: Any, found: tuple[Any, Any, bool], state: dict[str, Any] | None) -> Iterator[Any]:
+def run(p: Any, found: Found, state: dict[str, Any] | None) -> Iterator[Any]:
     """One tracked mix pass of the top-level ``p``, from ``state`` if given."""
     from wds_cloud.core.shards import node_info
     from wds_cloud.resume.loop import innermost
@@ -502,7 +489,7 @@ def boundary(src: Iterator[tuple[Any, Any]], ledger: MixLedger) -> Iterator[tupl
         yield item, tags
 
 
-def fresh_state(p: Any, found: tuple[Any, Any, bool]) -> dict[str, Any]:
+def fresh_state(p: Any, found: Found) -> dict[str, Any]:
     """The state before the first item of a pass."""
     from wds_cloud.core.shards import node_info
 
@@ -517,7 +504,7 @@ def fresh_state(p: Any, found: tuple[Any, Any, bool]) -> dict[str, Any]:
     return MixLedger(header, mix).state()
 
 
-def load_finished(found: tuple[Any, Any, bool], state: dict[str, Any]) -> None:
+def load_finished(found: Found, state: dict[str, Any]) -> None:
     """A state taken after the pass's last item: the next pass is the next mix epoch."""
     from wds_cloud.resume.loop import innermost
 
