@@ -9,7 +9,10 @@ exits non-zero when a rank fails. A CONFIG holds ``urls``, ``rank``, ``world``, 
   (as ranks that save their states separately);
 - ``state``: a state to ``load_state_dict()`` first, or None;
 - ``stop``: take ``state_dict()`` after this many batches and stop (every rank at the same
-  step); None: finish the epoch, then run the next one.
+  step); None: finish the epoch, then run the next one;
+- ``window`` and ``buffer`` (optional): use a ``WebLoader`` whose dataset has
+  ``with_epoch(window)`` (batches of 4 per worker) and a shuffle buffer, instead;
+- ``mix`` (optional): use a ``RandomMix`` of two datasets read by the workers, instead.
 
 The loader is ``make_loader`` (shuffle buffers in the workers and in the main process) with
 ``split_by_node``; every sample comes out as ``(key, "rank/worker")`` so the test can see which
@@ -54,6 +57,28 @@ def make(urls: list[str], workers: int) -> Any:
     )
 
 
+def make_windows(urls: list[str], workers: int, window: int, buffer: int) -> Any:
+    """A ``WebLoader`` whose dataset has ``with_epoch(window)``: each worker yields ``window``
+    batches of 4 per ``iter()`` (a window per worker)."""
+    ds = wds.WebDataset(urls, shardshuffle=True, seed=17, nodesplitter=wds.split_by_node)
+    ds = ds.shuffle(buffer).to_tuple("txt").map(with_reader).batched(4, collation_fn=list)
+    return wds.WebLoader(ds.with_epoch(window), num_workers=workers, batch_size=None)
+
+
+def make_mix(urls: list[str], workers: int) -> Any:
+    """A ``RandomMix`` of two datasets (the first 10 shards and the others) read by each
+    DataLoader worker; shuffled and batched by 8 in the main process."""
+    sets = [
+        wds.WebDataset(part, shardshuffle=True, seed=i, nodesplitter=wds.split_by_node)
+        .to_tuple("txt")
+        .map(with_reader)
+        for i, part in enumerate((urls[:10], urls[10:]))
+    ]
+    mix = wds.RandomMix(sets, [0.6, 0.4], longest=True, seed=5)
+    loader = wds.WebLoader(wds.DataPipeline(mix), num_workers=workers, batch_size=None)
+    return loader.shuffle(7).batched(BATCH, collation_fn=list)
+
+
 def run_rank(cfg: dict[str, Any]) -> None:
     """One rank (in a forked process)."""
     if cfg["init"] is None:
@@ -64,7 +89,12 @@ def run_rank(cfg: dict[str, Any]) -> None:
         dist.init_process_group(
             "gloo", init_method=cfg["init"], rank=cfg["rank"], world_size=cfg["world"]
         )
-    loader = make(cfg["urls"], cfg["workers"])
+    if cfg.get("mix"):
+        loader = make_mix(cfg["urls"], cfg["workers"])
+    elif cfg.get("window"):
+        loader = make_windows(cfg["urls"], cfg["workers"], cfg["window"], cfg["buffer"])
+    else:
+        loader = make(cfg["urls"], cfg["workers"])
     if cfg.get("state") is not None:
         loader.load_state_dict(cfg["state"])
     result: dict[str, Any] = {}

@@ -45,6 +45,15 @@ def _datapipeline(urls: list[str]) -> Any:
     )
 
 
+def _mix(urls: list[str]) -> Any:
+    """A RandomMix of two shuffled datasets under a shuffle (each worker mixes its shares)."""
+    sets = [
+        wds.WebDataset(part, shardshuffle=True, seed=i).shuffle(20).decode().to_tuple("txt", "cls")
+        for i, part in enumerate((urls[:3], urls[3:]))
+    ]
+    return wds.DataPipeline(wds.RandomMix(sets, [0.7, 0.3], longest=True, seed=3)).shuffle(10)
+
+
 def _run(
     make: Callable[[], Any], stops: list[int], **loader_kw: Any
 ) -> tuple[list[str], list[str]]:
@@ -75,7 +84,9 @@ LOADERS = {
 
 
 @pytest.mark.parametrize("kind", list(LOADERS))
-@pytest.mark.parametrize("make", [_webdataset, _datapipeline], ids=["webdataset", "pipeline"])
+@pytest.mark.parametrize(
+    "make", [_webdataset, _datapipeline, _mix], ids=["webdataset", "pipeline", "mix"]
+)
 def test_stateful_dataloader_exactly_once(
     tmp_path: Path, make: Callable[[list[str]], Any], kind: str
 ) -> None:
@@ -209,3 +220,17 @@ def test_unresumable_pipeline_runs_and_its_state_is_refused(tmp_path: Path) -> N
 def _custom_shard_stage(src: Any) -> Any:
     """A shard stage resume does not know (so the pipeline cannot be resumed)."""
     yield from src
+
+
+def test_merged_mix_worker_states_other_numbers_refused(tmp_path: Path) -> None:
+    """A RandomMix's per-worker states merge into one state of 2 mixers; each mixer continues
+    its own draws, so loading it where the mix runs with other numbers is refused."""
+    urls, _ = write_shards(tmp_path, 6, 30)
+    loader = StatefulDataLoader(_mix(urls), batch_size=BATCH, num_workers=2)
+    _, state = _state_at(loader, 4)
+    merged = merge_states([state])
+    assert sorted(merged["mixers"]) == ["0.0", "0.1"] and merged["readers"] == [1, 2]
+    dataset = _mix(urls)
+    dataset.load_state_dict(merged)
+    with pytest.raises(ConfigError, match=r"\(1, 2\) and is loaded with \(1, 1\)"):
+        next(iter(dataset))

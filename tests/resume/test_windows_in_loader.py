@@ -166,7 +166,14 @@ def test_window_under_holding_stages_is_refused(shards: tuple[list[str], list[st
 
 
 def _worker_windows(
-    urls: list[str], n: int, *, resampled: bool = False, buffer: int = 5, main: bool = False
+    urls: list[str],
+    n: int,
+    *,
+    resampled: bool = False,
+    buffer: int = 5,
+    main: bool = False,
+    workers: int = 2,
+    persistent: bool = False,
 ) -> Callable[[], Any]:
     """``WebLoader(WebDataset(...).shuffle(buffer).to_tuple(...).batched(4).with_epoch(n))``:
     each of the 2 workers yields ``n`` batches of 4 per ``iter()`` (``main``: unbatched, shuffled
@@ -175,7 +182,9 @@ def _worker_windows(
     def make() -> Any:
         ds = wds.WebDataset(urls, resampled=resampled, shardshuffle=not resampled, seed=5)
         ds = ds.shuffle(buffer).to_tuple("txt", "cls").batched(4)
-        loader = wds.WebLoader(ds.with_epoch(n), num_workers=2, batch_size=None)
+        loader = wds.WebLoader(
+            ds.with_epoch(n), num_workers=workers, batch_size=None, persistent_workers=persistent
+        )
         if main:
             return loader.unbatched().shuffle(6).batched(BATCH, collation_fn=list)
         return loader
@@ -262,17 +271,82 @@ def test_worker_windows_under_main_process_buffers(shards: tuple[list[str], list
 def test_worker_windows_refusals(shards: tuple[list[str], list[str]]) -> None:
     urls, _ = shards
     ds = wds.WebDataset(urls, seed=1).to_tuple("txt").with_epoch(3)
-    persistent = wds.WebLoader(ds, num_workers=1, batch_size=None, persistent_workers=True)
-    with pytest.raises(ConfigError, match="with_epoch"):
-        persistent.state_dict()
     twice = wds.WebLoader(ds, num_workers=1, batch_size=None).with_epoch(5)
     with pytest.raises(ConfigError, match="with_epoch"):
         twice.state_dict()
-    two = wds.WebLoader(ds, num_workers=2, batch_size=None)
-    next(iter(two))
-    state = json.loads(json.dumps(two.state_dict()))
-    assert state["readers"] == [1, 2] and not state.get("finished")
-    three = wds.WebLoader(ds, num_workers=3, batch_size=None)
-    three.load_state_dict(state)
-    with pytest.raises(ConfigError, match=r"\(1, 2\) and is loaded with \(1, 3\)"):
-        next(iter(three))
+
+
+@pytest.mark.parametrize("resampled", [False, True])
+def test_worker_windows_other_worker_counts(
+    shards: tuple[list[str], list[str]], resampled: bool
+) -> None:
+    """A state of 2 workers' windows loaded by 3, 1 or no workers: the new workers take over
+    the old windows (old reader ``j`` to new slot ``j % slots``), reading them as the old
+    workers would have; without sample buffers the windows hold the uninterrupted samples."""
+    urls, _ = shards
+
+    def make(workers: int) -> Any:
+        return _worker_windows(urls, 19, resampled=resampled, buffer=0, workers=workers)()
+
+    plain = [k for batch in make(2) for k in keys_of_batch(batch)]
+    for stop, workers in ((3, 3), (17, 1), (30, 0)):
+        two = make(2)
+        before: list[str] = []
+        for step, batch in enumerate(two, 1):
+            before.extend(keys_of_batch(batch))
+            if step == stop:
+                break
+        state = json.loads(json.dumps(two.state_dict()))
+        assert state["readers"] == [1, 2] and not state.get("finished")
+        other = make(workers)
+        other.load_state_dict(state)
+        rest = [k for batch in other for k in keys_of_batch(batch)]
+        assert Counter(before + rest) == Counter(plain)
+        assert len([k for batch in other for k in keys_of_batch(batch)]) == 19 * 4 * max(1, workers)
+
+
+# -- persistent workers: each worker's windows go on from where its previous one ended ----------
+
+
+@pytest.mark.parametrize(
+    ("workers", "persistent", "resampled"),
+    [(0, False, False), (2, True, False), (2, True, True)],
+    ids=["0", "2p", "2p-resampled"],
+)
+def test_worker_windows_persistent(
+    shards: tuple[list[str], list[str]], workers: int, persistent: bool, resampled: bool
+) -> None:
+    """Windows of a pass and a bit under persistent workers: each worker's copy of the
+    dataset advances its epoch pass by pass, so consecutive windows read different passes;
+    interrupted anywhere (inside a window, at its last batch, in the next one) the resumed
+    windows are the uninterrupted ones: without sample buffers the same samples (the same
+    sequence with one reader), every pass of a window at most once and the first one whole."""
+    urls, keys = shards
+    n = 10 if workers else 19  # a worker's pass: 3 shards of 10 = 8 batches of 4 (or 15)
+    make = _worker_windows(
+        urls, n, resampled=resampled, buffer=0, workers=workers, persistent=persistent
+    )
+    plain, plain_sizes, _ = run_windows(make, 3, [], checked=False, keys_of=keys_of_batch)
+    if not resampled:
+        assert plain[0] != plain[1] or not persistent  # the windows read other passes
+    per = sum(plain_sizes[0]) // 4
+    for seed in (11, 12):
+        stops = random_stops(seed, 5, 3 * per)
+        got, _, states = run_windows(make, 3, stops, checked=False, keys_of=keys_of_batch)
+        for mine, theirs in zip(got, plain, strict=True):
+            assert Counter(mine) == Counter(theirs)
+        if workers == 0:
+            assert got == plain
+        else:
+            live = [s for s in states if not s.get("finished")]
+            assert all(s.get("persistent") for s in live)
+    # a state taken at each window's last batch (finished), then inside the next
+    ends = [sum(len(w) for w in plain[: i + 1]) // 4 for i in range(2)]
+    stops = [ends[0], ends[0] + 1, ends[0] + 5, ends[1] - 1, ends[1]]
+    got, _, states = run_windows(make, 3, stops, checked=False, keys_of=keys_of_batch)
+    assert [Counter(w) for w in got] == [Counter(w) for w in plain]
+    assert any(s.get("finished") for s in states)
+    if workers == 0:
+        assert got == plain
+    if not resampled:  # a pass and a bit: the first pass whole, no sample three times
+        assert all(max(Counter(w).values()) <= 2 for w in got) and set(got[0]) == set(keys)

@@ -151,6 +151,10 @@ class RandomMix:
                 d.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
+        if self.__dict__.get("_resume_emit"):  # a DataLoader's dataset under a WebLoader
+            from wds_cloud.resume.mixing import emit
+
+            return emit(self)
         state = self.__dict__.pop("_resume_pending", None)
         if state is None:
             self._finish_unread()

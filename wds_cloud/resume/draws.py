@@ -27,7 +27,12 @@ from typing import Any
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.extras import ShardTally
 from wds_cloud.core.samples import StopShards
-from wds_cloud.core.shards import ResampledShards, _draw_seed, worker_info
+from wds_cloud.core.shards import (
+    ResampledShards,
+    _default_worker_seed,
+    _draw_seed,
+    worker_info,
+)
 from wds_cloud.resume.reader import Pair, read_item
 from wds_cloud.resume.state import (
     STATE_FORMAT,
@@ -140,8 +145,22 @@ class ResampledSource:
         if state is not None:
             shards.epoch = int(state["epoch"]) - 1
         shards.epoch += 1
-        rng = random.Random(_draw_seed(shards.worker_seed(), shards.epoch, shards.seed))
-        rank, _, worker, _ = worker_info()
+        as_reader = ctx.get("as_reader")
+        if as_reader:  # taking over another reader's with_epoch window: its draws
+            rank, _, worker, _ = as_reader
+            if shards.worker_seed is not _default_worker_seed:
+                from wds_cloud.errors import ConfigError
+
+                raise ConfigError(
+                    "a resampled with_epoch window state taken with other numbers of ranks or "
+                    "workers needs the default worker_seed (rank * 1000 + worker) to make "
+                    "another reader's draws again"
+                )
+            wseed = rank * 1000 + worker
+        else:
+            rank, _, worker, _ = worker_info()
+            wseed = shards.worker_seed()
+        rng = random.Random(_draw_seed(wseed, shards.epoch, shards.seed))
         reader = f"{rank}.{worker}"
         mine = (state or {}).get("draws", {}).get(reader, {})
         done: set[int] = set()

@@ -48,7 +48,11 @@ def enabled(p: Any) -> bool:
     """Whether ``p`` is iterated with tracking."""
     if not tracking_on(p):
         return False
-    return innermost(p) is not None
+    if innermost(p) is not None:
+        return True
+    from wds_cloud.resume.mixing import locate
+
+    return locate(p) is not None
 
 
 def _windowed(p: Any) -> bool:
@@ -79,10 +83,8 @@ def innermost(p: Any, window_ok: bool | None = None) -> tuple[Any, ShardSource] 
     if dataset is not None:
         if not isinstance(dataset, pipeline_type) or not enabled(dataset):
             return None
-        if _windowed(dataset) and (
-            not window_ok or getattr(first, "persistent_workers", False)
-        ):  # a window per worker (window.emit_windows): not under another, not persistent
-            return None
+        if _windowed(dataset) and not window_ok:
+            return None  # a window per worker (window.emit_windows): not under another
         return innermost(dataset)
     source = find_source(p.pipeline)
     return None if source is None else (p, source)
@@ -97,6 +99,17 @@ def pairs(p: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     elif _loader_dataset(first) is not None:
         src = _loader_pairs(first, ctx)
         rest = p.pipeline[1:]
+        if ctx.get("mix_ledger") is not None:
+            from wds_cloud.resume.mixing import boundary
+
+            src = boundary(src, ctx["mix_ledger"])
+    elif type(first).__name__ == "RandomMix":
+        from wds_cloud.resume.mixing import boundary, mix_pairs
+
+        src = mix_pairs(first, ctx)
+        if ctx.get("mix_ledger") is not None:
+            src = boundary(src, ctx["mix_ledger"])
+        rest = p.pipeline[1:]
     else:
         found = innermost(p)
         assert found is not None
@@ -110,7 +123,8 @@ def pairs(p: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
 def _loader_pairs(loader: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     dataset = loader.dataset
     dataset._resume_emit = True
-    dataset._resume_ctx = dict(ctx, place="worker")
+    dataset._resume_ctx = {k: v for k, v in ctx.items() if k != "mix_ledger"}
+    dataset._resume_ctx["place"] = "worker"
     if not isinstance(loader.collate_fn, TaggedCollate):
         loader.collate_fn = TaggedCollate(loader.collate_fn)
     if ctx.get("resume") is not None and getattr(loader, "_iterator", None) is not None:
@@ -152,6 +166,7 @@ def iterate(p: Any) -> Iterator[Any]:
     """Tracked iteration of the top-level ``p``: one pass, or a ``with_epoch``/``repeat``
     window of passes (:func:`~wds_cloud.resume.window.windowed`)."""
     state = p.__dict__.pop("_resume_pending", None)
+    from wds_cloud.resume.mixing import locate, run
     from wds_cloud.resume.window import (
         loader_window,
         nested,
@@ -160,6 +175,9 @@ def iterate(p: Any) -> Iterator[Any]:
         windowed,
     )
 
+    mixed = locate(p)
+    if mixed is not None:
+        return run(p, mixed, state)
     if _windowed(p):
         return windowed(p, state, run_pass)
     inner = nested(p)
@@ -205,11 +223,26 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
 
 
 def _deliver(p: Any, ledger: Ledger, ctx: dict[str, Any], follow: Any, epoch: int) -> Iterator[Any]:
-    for item, tags in pairs(p, ctx):
-        if follow is not None:
-            follow.epoch, follow = epoch + 1, None
-        ledger.add(flat(tags))
-        yield item
+    src = pairs(p, ctx)
+    if follow is not None:
+        for item, tags in src:
+            follow.epoch = epoch + 1  # the workers exist now: the main copy follows
+            follow = None
+            ledger.add(flat(tags))
+            yield item
+            break
+    if isinstance(ledger, Ledger):  # the hot path: ids appended, merged every 16,384
+        pending = ledger.pending
+        for item, tags in src:
+            pending.extend(tags if type(tags) is list else flat(tags))
+            if len(pending) > 16384:
+                ledger.compact()  # empties ``pending`` in place
+            yield item
+    else:
+        add = ledger.add
+        for item, tags in src:
+            add(tags if type(tags) is list else flat(tags))
+            yield item
     if follow is not None:
         follow.epoch = epoch + 1
     ledger.header["finished"] = True
@@ -258,6 +291,11 @@ def state_dict(p: Any) -> dict[str, Any]:
             return pending  # loaded, not iterated yet
         if not enabled(p):
             return _unresumable(p)
+        from wds_cloud.resume.mixing import fresh_state, locate
+
+        mixed = locate(p)
+        if mixed is not None:
+            return fresh_state(p, mixed)
         found = innermost(p)
         assert found is not None
         epoch, order = found[1].order()
@@ -281,6 +319,10 @@ def state_dict(p: Any) -> dict[str, Any]:
                 from wds_cloud.resume.window import merge_windows
 
                 state = merge_windows(gathered)
+            elif "mixers" in state:
+                from wds_cloud.resume.mixing import merge_mixes
+
+                state = merge_mixes(gathered)
             else:
                 state = merge_states(gathered)
     return state
@@ -321,6 +363,25 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
         raise ConfigError(_why_not(p))
     p.__dict__.pop("_resume_ledger", None)
     p.__dict__.pop("_resume_pending", None)  # a state loaded before and not iterated
+    from wds_cloud.resume.mixing import load_finished, locate
+
+    mixed = locate(p)
+    if mixed is not None or "mixers" in state:
+        if mixed is None or "mixers" not in state:
+            raise ConfigError(
+                "a RandomMix state loads only into a pipeline reading a RandomMix the same way"
+            )
+        if state.get("finished"):
+            load_finished(mixed, state)
+        else:
+            p._resume_pending = state
+        return
+    if state.get("finished") and state.get("persistent") and _same_readers(p, state):
+        # persistent workers' next windows start at epochs of their own: a new window each
+        from wds_cloud.resume.window import next_windows
+
+        p._resume_pending = next_windows(state)
+        return
     if state.get("finished") and state.get("reader") is None:
         # the epoch is over: the next pass starts the next one. A reader's state (one
         # StatefulDataLoader worker) that finished its share keeps its epoch: the loader's
@@ -331,6 +392,17 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
             found[1].shuffle.epoch = int(state["epoch"]) + (0 if _loader_side(p) else 1)
         return
     p._resume_pending = state
+
+
+def _same_readers(p: Any, state: dict[str, Any]) -> bool:
+    """Whether a worker-windows state was taken with this loader's ranks and workers."""
+    from wds_cloud.core.shards import node_info
+    from wds_cloud.resume.window import loader_of
+
+    loader = loader_of(p)
+    if "windows" not in state or loader is None:
+        return False
+    return list(state.get("readers", ())) == [node_info()[1], max(1, int(loader.num_workers))]
 
 
 def _loader_side(p: Any) -> bool:

@@ -87,8 +87,9 @@ def samples_with_positions(
     last: tuple[dict[str, Any], int, int] | None = None  # held back: is it the shard's last?
     try:
         for item in grouped:
-            if last is not None:
-                yield _pair(url, last, False)
+            if last is not None:  # _pair, inlined: this runs once per sample
+                sample, a, b = last
+                yield sample, ([] if b < 0 else [(url, a, b, False)])
             last = item
     except StopShards:
         if last is not None:

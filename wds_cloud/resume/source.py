@@ -82,10 +82,28 @@ class ShardSource:
             items = list(split_by_worker(items))  # worker 0 warns about surplus workers
         return items
 
+    def share_as(self, items: list[WorkItem], reader: list[int]) -> list[WorkItem]:
+        """The part of ``items`` of reader ``(rank, world, worker, workers)`` (another one than
+        this process: a worker taking over another reader's with_epoch window)."""
+        rank, world, worker, workers = reader
+        if isinstance(self.node_split, SplitReaders):  # SageMaker hosts: not changed
+            items = items[self.node_split.rank :: self.node_split.world_size]
+        elif self.node_split is split_by_node:
+            items = items[rank::world]
+        if self.worker_split:
+            items = items[worker::workers]
+        return items
+
     def pairs(self, ctx: dict[str, Any]) -> Iterator[Pair]:
         """Read this reader's share of the epoch as ``(sample, ids)`` pairs."""
         state = ctx.get("resume")
         ctx["resume"] = None  # one pass only (a persistent worker keeps its copy of ctx)
+        given = ctx.pop("items", None)
+        as_reader = ctx.get("as_reader")
+        if given is not None:  # samples to bring back (RandomMix: pulled, not delivered)
+            opener, options = reader_options(self.reader)
+            yield from _read_items(given, opener, options)
+            return
         if state is not None and self.shuffle is not None:
             self.shuffle.epoch = state["epoch"]
         epoch, order = self.order()
@@ -97,8 +115,14 @@ class ShardSource:
                     "split_samples=True cannot resume from one reader's state: its samples are "
                     "spread over every shard; load the loader's (merged) state"
                 )
-            mine = {w.url for w in self.share(remaining(order, None), True)}
+            whole = remaining(order, None)
+            mine = {
+                w.url
+                for w in (self.share_as(whole, as_reader) if as_reader else self.share(whole, True))
+            }
             items = [w for w in remaining(order, state) if w.url in mine]
+        elif as_reader:
+            items = self.share_as(remaining(order, state), as_reader)
         else:
             items = self.share(remaining(order, state), state is None)
         if self.tally is not None:

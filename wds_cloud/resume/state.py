@@ -70,20 +70,20 @@ class Ledger:
     intervals: dict[str, list[list[int]]] = field(default_factory=dict)
     ends: dict[str, int] = field(default_factory=dict)
     pending: list[SampleId] = field(default_factory=list)
-    delivered: int = 0
+    delivered: int = 0  # ids delivered and compacted (``pending`` holds the others)
 
     def add(self, ids: Iterable[SampleId]) -> None:
         """Record samples as delivered."""
         pending = self.pending
-        for sid in ids:
-            pending.append(sid)
-            self.delivered += 1
+        pending.extend(ids)  # counted into ``delivered`` when compacted
         if len(pending) > 16384:
             self.compact()
 
     def compact(self) -> None:
         """Merge pending ids into per-shard extents; mark complete shards done."""
-        pending, self.pending = self.pending, []
+        pending = self.pending[:]
+        self.pending.clear()  # the same list: the delivering loop appends to it directly
+        self.delivered += len(pending)
         touched: dict[str, list[list[int]]] = {}
         for url, a, b, last in pending:
             if url in self.done:
@@ -183,6 +183,14 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     states = [check_state(s) for state in states for s in _wds_states(state)]
     if not states:
         raise ConfigError("merge_states: no states")
+    if any("mixers" in s for s in states):
+        from wds_cloud.resume.mixing import merge_mixes
+
+        return merge_mixes(states)  # RandomMix states: mixers keyed by rank and worker
+    if any("windows" in s for s in states):
+        from wds_cloud.resume.window import merge_windows
+
+        return merge_windows(states)  # worker windows: keyed by rank and worker
     if any(s.get("resampled") for s in states):
         from wds_cloud.resume.draws import merge_draws
 

@@ -109,68 +109,109 @@ def seeded(stage: Any, ctx: dict[str, Any], position: int) -> Any:
     return FilterFunction(_shuffle, *stage.args, **{**stage.kw, "seed": seed})
 
 
-class _Tap:
-    __slots__ = ("identity", "pending", "src")
+def _passthrough(stage: Any) -> bool:
+    """Whether ``stage`` yields its inputs unchanged, one for one (``check_empty``, which
+    WebDataset puts after its reader): it can run on the pairs themselves."""
+    from functools import partial
 
-    def __init__(self, src: Iterator[Any], identity: bool) -> None:
-        self.src = src
-        self.pending: list[Any] = []
-        self.identity: dict[int, deque[Any]] | None = {} if identity else None
+    from wds_cloud.core.extras import check_empty
 
-    def __iter__(self) -> _Tap:
-        return self
+    return stage is check_empty or (isinstance(stage, partial) and stage.func is check_empty)
 
-    def __next__(self) -> Any:
-        item, tags = next(self.src)
-        if self.identity is not None:
-            self.identity.setdefault(id(item), deque()).append(tags)
+
+def _run_stream(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    """A ``stream`` stage: an output gets the tags of every input pulled since the previous
+    output (the tap is a generator: cheaper per item than an iterator class)."""
+    pending: list[Any] = []
+    append = pending.append
+
+    def tap() -> Iterator[Any]:
+        for item, tags in pairs:
+            append(tags)
+            yield item
+
+    for item in invoke_stage(stage, tap()):
+        if len(pending) == 1:
+            yield item, pending.pop()
         else:
-            self.pending.append(tags)
-        return item
+            tags = [sid for t in pending for sid in flat(t)]
+            pending.clear()
+            yield item, tags
 
 
 def run_stage(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
     """Run one stage on ``(item, tags)`` pairs; yield ``(output, tags)`` pairs."""
+    if _passthrough(stage):
+        return invoke_stage(stage, pairs)
     kind = stage_kind(stage)
-    tap = _Tap(pairs, kind == "identity")
-    out = invoke_stage(stage, tap)
+    if kind == "stream":
+        return _run_stream(stage, pairs)
     if kind == "identity":
-        table = tap.identity
-        assert table is not None
-        for item in out:
-            queue = table.get(id(item))
-            if queue:
-                tags = queue.popleft()
-                if not queue:
-                    del table[id(item)]
+        return _run_identity(stage, pairs)
+    return _run_other(stage, kind, pairs)
+
+
+class _Many(deque[Any]):
+    """Tags of one object held more than once (the same item pulled again before it left)."""
+
+
+def _run_identity(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    """An ``identity`` stage (a shuffle): an output is one of the inputs; its tags are found
+    by the object's ``id`` (one dict entry per held item, a deque only for repeats)."""
+    table: dict[int, Any] = {}
+
+    def tap() -> Iterator[Any]:
+        for item, tags in pairs:
+            key = id(item)
+            held = table.get(key)
+            if held is None:
+                table[key] = tags
+            elif type(held) is _Many:
+                held.append(tags)
             else:
-                tags = []
+                table[key] = _Many((held, tags))
+            yield item
+
+    for item in invoke_stage(stage, tap()):
+        held = table.pop(id(item), None)
+        if held is None:
+            yield item, []
+        elif type(held) is _Many:
+            tags = held.popleft()
+            if held:
+                table[id(item)] = held
             yield item, tags
-    elif kind == "batch":
+        else:
+            yield item, held
+
+
+def _run_other(stage: Any, kind: str, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    """A ``batch`` or ``unbatch`` stage."""
+    pending: list[Any] = []
+    append = pending.append
+
+    def tap() -> Iterator[Any]:
+        for item, tags in pairs:
+            append(tags)
+            yield item
+
+    out = invoke_stage(stage, tap())
+    if kind == "batch":
         for item in out:
-            pending, tap.pending = tap.pending, []
-            yield item, Rows(flat(t) for t in pending)
-    elif kind == "unbatch":
-        rows: deque[Any] = deque()
-        for item in out:
-            if tap.pending:
-                for t in tap.pending:
-                    if isinstance(t, Rows):
-                        rows.extend(t)
-                    else:
-                        rows.append(t)
-                tap.pending = []
-            yield item, (rows.popleft() if rows else [])
+            rows = Rows(t if type(t) is list else flat(t) for t in pending)
+            pending.clear()
+            yield item, rows
     else:
+        queue: deque[Any] = deque()
         for item in out:
-            pending = tap.pending
-            if len(pending) == 1:
-                tags = pending[0]
+            if pending:
+                for t in pending:
+                    if isinstance(t, Rows):
+                        queue.extend(t)
+                    else:
+                        queue.append(t)
                 pending.clear()
-            else:
-                tap.pending = []
-                tags = [sid for t in pending for sid in flat(t)]
-            yield item, tags
+            yield item, (queue.popleft() if queue else [])
 
 
 def run_stages(
