@@ -154,3 +154,38 @@ def test_rows_view_leaves_autograd_to_stack() -> None:
     assert rows_view(rows) is None
     torch_collate([(r,) for r in rows])[0].sum().backward()
     assert base.grad is not None and torch.equal(base.grad, torch.ones(4, 3))
+
+
+def _tensor_columns(rng: random.Random) -> list[list[Any]]:
+    dtypes = [torch.uint8, torch.int16, torch.int64, torch.float16, torch.float32]
+    dtypes += [torch.float64, torch.bool, torch.complex64, torch.bfloat16]
+    dtype = rng.choice(dtypes)
+    shape = tuple(rng.randint(1, 5) for _ in range(rng.randint(0, 3)))
+    n = rng.randint(1, 6)
+    base = (torch.randn((n, *shape), dtype=torch.float64) * 50).to(dtype)
+    columns = [list(base), [t.clone() for t in base]]
+    if len(shape) >= 2:
+        columns.append([t.transpose(0, 1) for t in base])  # non-contiguous values
+    if dtype == torch.complex64:
+        columns.append([t.conj() for t in base])  # conjugate bit set
+    if dtype.is_floating_point and dtype != torch.bfloat16:
+        columns.append([t.clone().requires_grad_() for t in base])
+    if n > 1 and dtype not in (torch.bool, torch.complex64):
+        columns.append([base[0].to(torch.float64), *base[1:]])  # mixed dtypes: promoted
+    return columns
+
+
+def test_stack_tensors_matches_torch_stack() -> None:
+    from wds_cloud.core.collate import stack_tensors
+
+    rng = random.Random(11)
+    for _ in range(600):
+        for values in _tensor_columns(rng):
+            expected = torch.stack(values)
+            got = stack_tensors(values)
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            assert got.is_contiguous() and got.requires_grad == expected.requires_grad
+            assert torch.equal(got.resolve_conj(), expected.resolve_conj())
+            for batch in (torch_collate([(v,) for v in values])[0],
+                          default_collation_fn([(v,) for v in values])[0]):  # fmt: skip
+                assert torch.equal(batch.resolve_conj(), expected.resolve_conj())
