@@ -27,6 +27,7 @@ from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.tarsource import read_full as _read_full
 from wds_cloud.errors import MissingDependencyError, SampleError, ShardReadError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry
+from wds_cloud.openers.stream import ReadStream
 
 __all__ = [
     "cbors_samples",
@@ -40,13 +41,13 @@ __all__ = [
 _CHUNK = 1 << 20
 
 #: ``(stream, url) -> iterator of (byte offset, item)``: one decoder per record format.
-Items = Callable[[IO[bytes], str], Iterator[tuple[int, Any]]]
+Items = Callable[[ReadStream, str], Iterator[tuple[int, Any]]]
 
 
 class _Counting:
     """Read-only wrapper that counts the bytes handed out (for error offsets)."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: ReadStream) -> None:
         self.stream = stream
         self.offset = 0
 
@@ -84,13 +85,13 @@ def _as_item(item: Any, url: str) -> Any:
     return item
 
 
-def _cbor_items(stream: IO[bytes], url: str) -> Iterator[tuple[int, Any]]:
+def _cbor_items(stream: ReadStream, url: str) -> Iterator[tuple[int, Any]]:
     try:
         import cbor2
     except ImportError as exc:  # pragma: no cover - cbor2 is a dev/encoders dependency
         raise MissingDependencyError("reading .cbors needs cbor2", extra="encoders") from exc
     counting = _Counting(stream)
-    decoder = cbor2.CBORDecoder(cast("IO[bytes]", counting))
+    decoder = cbor2.CBORDecoder(cast("IO[bytes]", counting))  # cbor2 types fp so; it only reads
     index = 0
     while True:
         start = counting.offset
@@ -112,7 +113,7 @@ def _cbor_items(stream: IO[bytes], url: str) -> Iterator[tuple[int, Any]]:
         index += 1
 
 
-def _msgpack_items(stream: IO[bytes], url: str) -> Iterator[tuple[int, Any]]:
+def _msgpack_items(stream: ReadStream, url: str) -> Iterator[tuple[int, Any]]:
     try:
         import msgpack
     except ImportError as exc:
@@ -148,12 +149,12 @@ def _msgpack_items(stream: IO[bytes], url: str) -> Iterator[tuple[int, Any]]:
             return
 
 
-def _iter_records(items: Items, stream: IO[bytes], url: str) -> Iterator[Any]:
+def _iter_records(items: Items, stream: ReadStream, url: str) -> Iterator[Any]:
     for _, item in items(stream, url):
         yield _as_item(item, url)
 
 
-def iter_cbors(stream: IO[bytes], url: str) -> Iterator[Any]:
+def iter_cbors(stream: ReadStream, url: str) -> Iterator[Any]:
     """Yield the items of one ``.cbors`` stream (see the module docstring for their shape).
 
     Args:
@@ -166,7 +167,7 @@ def iter_cbors(stream: IO[bytes], url: str) -> Iterator[Any]:
     return _iter_records(_cbor_items, stream, url)
 
 
-def iter_msgpacks(stream: IO[bytes], url: str) -> Iterator[Any]:
+def iter_msgpacks(stream: ReadStream, url: str) -> Iterator[Any]:
     """Yield the items of one stream of concatenated MsgPack objects (like :func:`iter_cbors`).
 
     Raises:

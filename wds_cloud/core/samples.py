@@ -18,7 +18,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
@@ -26,6 +26,7 @@ from wds_cloud.core.tar import Warn, iter_tar, iter_tar_positions
 from wds_cloud.errors import SampleError, ShardError
 from wds_cloud.openers.readahead import open_ahead
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class StopShards(Exception):
 
 
 def tar_samples(
-    stream: IO[bytes] | Any,
+    stream: ReadStream | IO[bytes],
     url: str,
     *,
     local_path: str | None = None,
@@ -126,7 +127,7 @@ def tar_samples(
 
 
 def _shard_samples(
-    stream: IO[bytes] | Any,
+    stream: ReadStream | IO[bytes],
     url: str,
     *,
     local_path: str | None = None,
@@ -309,13 +310,20 @@ class ShardOpener:
         return self._cache
 
     def open(self, url: str) -> tuple[IO[bytes], str | None]:
-        """Open ``url``; return the stream and the local path of its bytes (if any)."""
+        """Open ``url``; return the stream and the local path of its bytes (if any).
+
+        The stream is a :class:`~wds_cloud.openers.stream.ReadStream`; the return type says
+        ``IO[bytes]`` until ``wds_cloud/resume/reader.py`` (which seeks the local file it gets
+        here) takes a ``ReadStream``, then the cast goes.
+        """
         cache = self.cache
+        stream: ReadStream
         if cache is not None and url_scheme(url) != "file":
             stream = cache.open(url, **self.open_options)
-            return stream, cache.local_path(url)
+            return cast("IO[bytes]", stream), cache.local_path(url)
         registry = self.registry or default_registry()
-        return registry.open(url, **self.open_options), _local_path(url)
+        stream = registry.open(url, **self.open_options)
+        return cast("IO[bytes]", stream), _local_path(url)
 
     def opens_early(self, url: str) -> bool:
         """Whether a shard reader may open ``url`` while the shard before it is being read

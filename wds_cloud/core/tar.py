@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from wds_cloud.core.tarheader import (
     BLOCK,
@@ -37,6 +37,9 @@ from wds_cloud.core.tarheader import (
 from wds_cloud.core.tarsource import DONTNEED_STEP, PREAD_MIN, READ_CHUNK, TarSource
 from wds_cloud.errors import ShardReadError
 from wds_cloud.redact import redact_url
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.stream import ReadStream
 
 DEFAULT_BUFSIZE = 4 << 20
 _EXTENDED = frozenset(b"xXL")  # headers that describe the member after them
@@ -61,7 +64,7 @@ def _log_warning(url: str | None) -> Warn:
 
 
 def iter_tar(
-    stream: IO[bytes] | Any,
+    stream: ReadStream | IO[bytes],
     *,
     url: str | None = None,
     concatenated: bool = False,
@@ -114,7 +117,7 @@ Entry = tuple[str, int, int]
 
 
 def iter_tar_entries(
-    stream: IO[bytes] | Any,
+    stream: ReadStream | IO[bytes],
     *,
     url: str | None = None,
     bufsize: int = DEFAULT_BUFSIZE,
@@ -140,7 +143,7 @@ def iter_tar_entries(
 
 
 def iter_tar_positions(
-    stream: IO[bytes] | Any,
+    stream: ReadStream | IO[bytes],
     *,
     url: str | None = None,
     concatenated: bool = False,

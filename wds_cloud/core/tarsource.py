@@ -13,10 +13,13 @@ import mmap
 import os
 import stat
 import zlib
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from wds_cloud.core.tarheader import BLOCK
 from wds_cloud.errors import ShardReadError
+
+if TYPE_CHECKING:
+    from wds_cloud.openers.stream import ReadStream
 
 READ_CHUNK = 16 << 20  # bytes read at once for a member that does not fit the buffer
 DONTNEED_STEP = 64 << 20  # mmap: release pages behind the cursor every this many bytes
@@ -38,7 +41,7 @@ def _compression(head: bytes) -> str | None:
 class _Prefixed:
     """A raw stream that first returns ``head`` (bytes already peeked) and then ``stream``."""
 
-    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
+    def __init__(self, head: bytes, stream: ReadStream | IO[bytes]) -> None:
         self.head = head
         self.stream = stream
 

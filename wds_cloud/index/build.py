@@ -98,8 +98,8 @@ def scan_shard(url: str, *, registry: OpenerRegistry | None = None) -> ShardScan
     counting: _Counting | None = None
     try:
         size: int | None = None
-        if url_scheme(url) == "file" and url != "-":
-            size = os.fstat(stream.fileno()).st_size
+        if url_scheme(url) == "file" and url != "-" and isinstance(stream, io.IOBase):
+            size = os.fstat(stream.fileno()).st_size  # a file: fileno is not part of ReadStream
             source: Any = stream
         else:
             source = counting = _Counting(stream)

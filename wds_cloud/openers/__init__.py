@@ -8,10 +8,12 @@ from wds_cloud.openers.registry import (
     register_opener,
     url_scheme,
 )
+from wds_cloud.openers.stream import ReadStream
 
 __all__ = [
     "Opener",
     "OpenerRegistry",
+    "ReadStream",
     "default_registry",
     "open_url",
     "register_opener",

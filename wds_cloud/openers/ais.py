@@ -27,7 +27,7 @@ last byte.
 from __future__ import annotations
 
 import os
-from typing import IO, Any, cast
+from typing import Any
 from urllib.parse import quote, unquote
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
@@ -44,6 +44,7 @@ from wds_cloud.openers.ais_errors import translate_error
 from wds_cloud.openers.backoff import stall_bound
 from wds_cloud.openers.prefetch import PREFETCH_OPTIONS
 from wds_cloud.openers.resume import ResumableReader, read_span
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.settings import reject_unknown_options
 from wds_cloud.urls import parse_object_url
 
@@ -217,7 +218,7 @@ class AisOpener:
         etl: str | None = None,
         etl_args: str | dict[str, Any] | None = None,
         **options: Any,
-    ) -> IO[bytes]:
+    ) -> ReadStream:
         """Open an object for streaming, through an inline ETL when one is named.
 
         The first GET happens here, so a missing object fails at once. A dropped stream is
@@ -245,7 +246,7 @@ class AisOpener:
 
             stream = open_prefetching(self.access(), cfg, self.target(url, etl, etl_args))
             if stream is not None:
-                return stream  # type: ignore[return-value]
+                return stream
         return self._reader(url, 0, etl, etl_args)
 
     def open_at(
@@ -256,7 +257,7 @@ class AisOpener:
         etl: str | None = None,
         etl_args: str | dict[str, Any] | None = None,
         **options: Any,
-    ) -> IO[bytes]:
+    ) -> ResumableReader:
         """Open an object for streaming from byte ``offset``: one GET with
         ``Range: bytes=<offset>-``, resumed like :meth:`open`. Resumable loading reads shard
         tails with it.
@@ -278,7 +279,7 @@ class AisOpener:
 
     def _reader(
         self, url: str, offset: int, etl: str | None, etl_args: str | dict[str, Any] | None
-    ) -> IO[bytes]:
+    ) -> ResumableReader:
         _require_sdk()
         target = self.target(url, etl, etl_args)
         fetcher = Fetcher(self.access(), target)
@@ -290,7 +291,7 @@ class AisOpener:
             explain=fetcher.explain,
         )
         reader.position = offset
-        return cast(IO[bytes], reader.start())
+        return reader.start()
 
     def byte_addressable(self, url: str) -> bool:
         """False for a URL through an inline ETL: offsets in what it reads are the transformed

@@ -43,13 +43,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.cache_lru import TEMP_DIR, cache_files, evict_lru
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import env_bool, env_first, parse_bytes
 
@@ -124,7 +125,7 @@ class _TeeReader(io.RawIOBase):
     """Streams ``source`` and copies what is read into a temporary file; see the module doc."""
 
     def __init__(
-        self, source: IO[bytes], temp: str, final: str, cache: ShardCache, url: str
+        self, source: ReadStream, temp: str, final: str, cache: ShardCache, url: str
     ) -> None:
         super().__init__()
         self._source = source
@@ -279,7 +280,7 @@ class ShardCache:
         path = self.path_for(url)
         return path if os.path.isfile(path) else None
 
-    def open(self, url: str, **options: Any) -> IO[bytes]:
+    def open(self, url: str, **options: Any) -> ReadStream:
         """Open ``url``: directly when local, from the cache on a hit, else through a tee.
 
         Errors are those of the backend's ``open``; a failed read deletes the temporary file.
@@ -309,7 +310,7 @@ class ShardCache:
         except BaseException:
             source.close()
             raise
-        return _TeeReader(source, temp, final, self, url)  # type: ignore[return-value]
+        return _TeeReader(source, temp, final, self, url)
 
     def fetch(self, url: str, **options: Any) -> str:
         """Download ``url`` into the cache (unless it is there) and return the file's path.

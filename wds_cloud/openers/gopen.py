@@ -30,10 +30,11 @@ import io
 import os
 import re
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.registry import OpenerRegistry, open_url, url_scheme
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
 from wds_cloud.settings import env_str
@@ -85,6 +86,28 @@ def rewrite_url(url: str) -> str:
     return url
 
 
+@overload
+def gopen(
+    url: str | os.PathLike[str],
+    mode: Literal["wb"],
+    bufsize: int = ...,
+    *,
+    registry: OpenerRegistry | None = ...,
+    **options: Any,
+) -> IO[bytes]: ...
+
+
+@overload
+def gopen(
+    url: str | os.PathLike[str],
+    mode: str = ...,
+    bufsize: int = ...,
+    *,
+    registry: OpenerRegistry | None = ...,
+    **options: Any,
+) -> ReadStream | IO[bytes]: ...
+
+
 def gopen(
     url: str | os.PathLike[str],
     mode: str = "rb",
@@ -92,7 +115,7 @@ def gopen(
     *,
     registry: OpenerRegistry | None = None,
     **options: Any,
-) -> IO[bytes]:
+) -> ReadStream | IO[bytes]:
     """Open ``url`` for reading (``"rb"``) or writing (``"wb"``).
 
     Args:
@@ -105,7 +128,8 @@ def gopen(
 
     Returns:
         For ``"rb"``, a binary stream (an :class:`io.BufferedReader` over the opener's
-        stream); for ``"wb"``, the target's committing writer (``close()`` commits,
+        stream when it is an :class:`io.RawIOBase`, else the opener's
+        :class:`~wds_cloud.openers.stream.ReadStream` itself); for ``"wb"``, the target's committing writer (``close()`` commits,
         ``abort()`` or an exception in a ``with`` block discards).
 
     Raises:
@@ -140,6 +164,6 @@ def gopen(
     return stream
 
 
-def reader(url: str | os.PathLike[str], **options: Any) -> IO[bytes]:
+def reader(url: str | os.PathLike[str], **options: Any) -> ReadStream | IO[bytes]:
     """``gopen(url, "rb", **options)``."""
     return gopen(url, "rb", **options)

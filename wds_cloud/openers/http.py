@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 from wds_cloud.errors import ConfigError, ShardReadError
 from wds_cloud.openers.backoff import stall_bound
@@ -45,6 +45,7 @@ from wds_cloud.openers.http_errors import explain, status_error
 from wds_cloud.openers.http_range import Pool, first_ranged, read_range
 from wds_cloud.openers.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.resume import Opened, ResumableReader, RetryableError
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import reject_unknown_options
 
@@ -136,7 +137,7 @@ class HttpOpener:
             conn.close()
             raise
 
-    def open(self, url: str, **options: Any) -> IO[bytes]:
+    def open(self, url: str, **options: Any) -> ReadStream:
         """Start streaming ``url``.
 
         Args:
@@ -162,10 +163,10 @@ class HttpOpener:
                 cfg, self.client(), url, {"Accept-Encoding": "identity", **headers}
             )
             if stream is not None:
-                return stream  # type: ignore[return-value]
+                return stream
         return self._stream(url, 0, options)
 
-    def open_at(self, url: str, offset: int, **options: Any) -> IO[bytes]:
+    def open_at(self, url: str, offset: int, **options: Any) -> ResumableReader:
         """Start streaming ``url`` from byte ``offset``: one ``Range: bytes=offset-`` GET,
         resumed like :meth:`open`. Resumable loading reads shard tails with it.
 
@@ -191,7 +192,7 @@ class HttpOpener:
         reject_unknown_options(options, OPEN_OPTIONS, "http open_at()")
         return self._stream(url, offset, options)
 
-    def _stream(self, url: str, offset: int, options: dict[str, Any]) -> IO[bytes]:
+    def _stream(self, url: str, offset: int, options: dict[str, Any]) -> ResumableReader:
         headers = {**self.config.headers, **dict(options.get("headers") or {})}
         headers.setdefault("Accept-Encoding", "identity")
         pin: Pin | None = None
@@ -217,7 +218,7 @@ class HttpOpener:
             sleep=self._sleep,
         )
         reader.position = offset
-        return reader.start()  # type: ignore[return-value]
+        return reader.start()
 
     # -- ranged reads (wds_cloud.openers.http_range) ----------------------------------------
 

@@ -26,12 +26,13 @@ import glob
 import io
 import os
 import sys
-from typing import IO, Any
+from typing import Any
 from urllib.parse import unquote
 from urllib.request import pathname2url
 
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
 from wds_cloud.openers.local_write import AtomicFileWriter, DirectWriter, open_direct
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.openers.writer import CommittingWriter, reject_nul
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
@@ -167,7 +168,7 @@ class LocalOpener:
                 )
             )
 
-    def open(self, url: str, **options: Any) -> IO[bytes]:
+    def open(self, url: str, **options: Any) -> ReadStream:
         """Open ``url`` for reading, unbuffered.
 
         Raises:
@@ -178,7 +179,11 @@ class LocalOpener:
         """
         reject_unknown_options(options, (), "local open()")
         if url == "-":
-            return _StdinReader()  # type: ignore[return-value]
+            return _StdinReader()
+        return self._open_file(url)
+
+    def _open_file(self, url: str) -> io.FileIO:
+        """The file of ``url`` (not ``-``) opened unbuffered; errors as :meth:`open`."""
         self.check_allowed(url, "read")
         path = url_to_path(url)
         try:
@@ -206,7 +211,7 @@ class LocalOpener:
         reject_unknown_options(options, (), "local read_range()")
         if url == "-":
             raise ShardOpenError("standard input cannot be read at an offset", url=url)
-        stream = self.open(url)
+        stream = self._open_file(url)
         try:
             fd = stream.fileno()
             parts = []

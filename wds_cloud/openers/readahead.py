@@ -32,9 +32,10 @@ import collections
 import io
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import IO, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from wds_cloud.errors import ConfigError, ShardError, ShardReadError
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import env_str, parse_bytes
 
@@ -99,7 +100,7 @@ class _Buffer:
         self.cond = threading.Condition()
 
 
-def _pump(buf: _Buffer, source: IO[bytes], url: str) -> None:
+def _pump(buf: _Buffer, source: ReadStream, url: str) -> None:
     """The background thread: read ``source`` into ``buf`` until its end, an error or stop."""
     read = getattr(source, "read1", None) or source.read
     produced = 0
@@ -152,7 +153,7 @@ class ReadAhead(io.RawIOBase):
     """
 
     def __init__(
-        self, source: IO[bytes], *, url: str, limit: int = DEFAULT_READAHEAD, piece: int = _PIECE
+        self, source: ReadStream, *, url: str, limit: int = DEFAULT_READAHEAD, piece: int = _PIECE
     ) -> None:
         super().__init__()
         self.url = url

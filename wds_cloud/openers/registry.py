@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterator
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from wds_cloud.errors import MissingDependencyError, UnsupportedSchemeError
 from wds_cloud.openers.readahead import (
@@ -20,19 +20,21 @@ from wds_cloud.openers.readahead import (
     ReadAhead,
     readahead_bytes,
 )
+from wds_cloud.openers.stream import ReadStream
 
 
 @runtime_checkable
 class Opener(Protocol):
-    """What a backend provides: ``open(url, **options)`` returning a readable binary stream.
+    """What a backend provides: ``open(url, **options)`` returning a
+    :class:`~wds_cloud.openers.stream.ReadStream`.
 
-    The stream supports ``read``, ``readinto`` and ``close``. Backends may also provide
+    Backends may also provide
     ``list(url) -> list[str]`` (listing a prefix, see :mod:`wds_cloud.listing`),
     ``create(url) -> writable stream`` whose ``close()`` commits and ``abort()`` discards, and
     ``read_range(url, offset, length) -> bytes`` (random access through shard indexes).
     """
 
-    def open(self, url: str, **options: Any) -> IO[bytes]:  # pragma: no cover - protocol
+    def open(self, url: str, **options: Any) -> ReadStream:  # pragma: no cover - protocol
         """Open ``url`` for reading."""
         ...
 
@@ -191,13 +193,13 @@ class OpenerRegistry:
         """Return the opener responsible for ``url``."""
         return self.get(url_scheme(url))
 
-    def open(self, url: str, **options: Any) -> IO[bytes]:
+    def open(self, url: str, **options: Any) -> ReadStream:
         """Open ``url`` for reading with the opener registered for its scheme; streams of the
         remote schemes are read ahead by a background thread (:attr:`readahead` bytes)."""
         opener: Opener = self.for_url(url)
         stream = opener.open(url, **options)
         if self.reads_ahead(url):
-            return ReadAhead(stream, url=url, limit=self.readahead)  # type: ignore[return-value]
+            return ReadAhead(stream, url=url, limit=self.readahead)
         return stream
 
     def reads_ahead(self, url: str) -> bool:
@@ -273,7 +275,7 @@ def register_opener(scheme: str, opener: Any, *, override: bool = False) -> None
     default_registry().register(scheme, opener, override=override)
 
 
-def open_url(url: str, *, registry: OpenerRegistry | None = None, **options: Any) -> IO[bytes]:
+def open_url(url: str, *, registry: OpenerRegistry | None = None, **options: Any) -> ReadStream:
     """Open ``url`` for reading through ``registry`` (the default one when None)."""
     return (registry or default_registry()).open(url, **options)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import IO, Any
+from typing import Any
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
 from wds_cloud.openers.backoff import stall_bound
@@ -34,6 +34,7 @@ from wds_cloud.openers.resume import ResumableReader, read_span
 from wds_cloud.openers.s3_config import MIN_PART_SIZE, S3Access, S3Config, split_s3_url
 from wds_cloud.openers.s3_errors import translate_error
 from wds_cloud.openers.s3_read import ObjectFetch, policy, read_errors
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import reject_unknown_options
 
@@ -165,7 +166,7 @@ class S3Opener:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def open(self, url: str, **options: Any) -> IO[bytes]:
+    def open(self, url: str, **options: Any) -> ReadStream:
         """Open ``s3://bucket/key`` for streaming reads.
 
         Args:
@@ -174,7 +175,8 @@ class S3Opener:
                 ``backoff``, ``stall_timeout``.
 
         Returns:
-            A readable binary stream (``read``, ``readinto``, ``close``).
+            A :class:`~wds_cloud.openers.stream.ReadStream`: a ``PrefetchReader`` or a
+            ``ResumableReader``.
 
         Raises:
             ShardNotFoundError: no such object or bucket.
@@ -200,14 +202,14 @@ class S3Opener:
 
     def _open_sequential(
         self, client: Any, cfg: S3Config, url: str, bucket: str, key: str
-    ) -> IO[bytes]:
+    ) -> ResumableReader:
         fetch = ObjectFetch(self.access(), url, bucket, key)
         reader = ResumableReader(
             fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
         )
-        return reader.start()  # type: ignore[return-value]
+        return reader.start()
 
-    def open_at(self, url: str, offset: int, **options: Any) -> IO[bytes]:
+    def open_at(self, url: str, offset: int, **options: Any) -> ResumableReader:
         """Open ``s3://bucket/key`` for streaming reads from byte ``offset`` (one ranged
         ``GetObject``; resumed like :meth:`open`). Resumable loading reads shard tails with it.
 
@@ -231,7 +233,7 @@ class S3Opener:
             fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
         )
         reader.position = offset
-        return reader.start()  # type: ignore[return-value]
+        return reader.start()
 
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
         """Bytes ``offset .. offset + length`` of ``s3://bucket/key`` with one ranged

@@ -14,7 +14,7 @@ such as ``RequestPayer``, its error translation), so nothing here reaches into t
 from __future__ import annotations
 
 import functools
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from wds_cloud.errors import ShardReadError
 from wds_cloud.openers.prefetch import PrefetchReader
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def open_prefetching(
     access: S3Access, cfg: S3Config, url: str, bucket: str, key: str
-) -> IO[bytes] | None:
+) -> PrefetchReader | None:
     """A :class:`PrefetchReader` for the object, or None to fall back to one streaming GET.
 
     None is returned for objects no larger than one part and when ``HeadObject`` fails (the
@@ -51,7 +51,7 @@ def open_prefetching(
     from wds_cloud.openers.s3_read import explain, policy, read_errors
 
     etag = head["ETag"]
-    return PrefetchReader(  # type: ignore[return-value]
+    return PrefetchReader(
         url=url,
         size=size,
         span=functools.partial(_span, access, url, bucket, key, etag),
