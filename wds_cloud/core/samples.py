@@ -18,7 +18,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
@@ -309,21 +309,13 @@ class ShardOpener:
             )
         return self._cache
 
-    def open(self, url: str) -> tuple[IO[bytes], str | None]:
-        """Open ``url``; return the stream and the local path of its bytes (if any).
-
-        The stream is a :class:`~wds_cloud.openers.stream.ReadStream`; the return type says
-        ``IO[bytes]`` until ``wds_cloud/resume/reader.py`` (which seeks the local file it gets
-        here) takes a ``ReadStream``, then the cast goes.
-        """
+    def open(self, url: str) -> tuple[ReadStream, str | None]:
+        """Open ``url``; return the stream and the local path of its bytes (if any)."""
         cache = self.cache
-        stream: ReadStream
         if cache is not None and url_scheme(url) != "file":
-            stream = cache.open(url, **self.open_options)
-            return cast("IO[bytes]", stream), cache.local_path(url)
+            return cache.open(url, **self.open_options), cache.local_path(url)
         registry = self.registry or default_registry()
-        stream = registry.open(url, **self.open_options)
-        return cast("IO[bytes]", stream), _local_path(url)
+        return registry.open(url, **self.open_options), _local_path(url)
 
     def opens_early(self, url: str) -> bool:
         """Whether a shard reader may open ``url`` while the shard before it is being read

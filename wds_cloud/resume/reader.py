@@ -32,6 +32,7 @@ from wds_cloud.core.samples import (
 from wds_cloud.core.tar import iter_tar_positions
 from wds_cloud.core.tarsource import skip_bytes
 from wds_cloud.openers.registry import default_registry, url_scheme
+from wds_cloud.openers.stream import ReadStream
 from wds_cloud.resume.state import SampleId, WorkItem
 
 log = logging.getLogger(__name__)
@@ -131,18 +132,19 @@ def _cached_file(opener: ShardOpener, url: str) -> str | None:
     return None
 
 
-def open_at(opener: ShardOpener, url: str, offset: int) -> tuple[IO[bytes], int]:
+def open_at(opener: ShardOpener, url: str, offset: int) -> tuple[ReadStream, int]:
     """Open ``url`` positioned at byte ``offset``; return the stream and the base to add to
     offsets the tar reader reports (0 when the stream is a seeked local file)."""
     if url != "-" and url_scheme(url) == "file":
-        stream, _ = opener.open(url)  # through the local opener and its checks
-        stream.seek(offset)
-        return stream, 0
+        local, _ = opener.open(url)  # through the local opener and its checks: a FileIO
+        assert isinstance(local, io.IOBase), type(local)
+        local.seek(offset)
+        return local, 0
     path = _cached_file(opener, url)
     if path is not None:
-        stream = open(path, "rb", buffering=0)
-        stream.seek(offset)
-        return stream, 0
+        cached = open(path, "rb", buffering=0)
+        cached.seek(offset)
+        return cached, 0
     registry = opener.registry or default_registry()
     method = getattr(registry.for_url(url), "open_at", None)
     if callable(method):
