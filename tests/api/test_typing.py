@@ -8,14 +8,10 @@ name fails, and the fluid methods keep the dataset's type (``Self``).
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
 import wds_cloud
+from tests.support.typecheck import run_mypy
 
 ROOT = Path(wds_cloud.__file__).resolve().parents[1]
 
@@ -59,23 +55,8 @@ reveal_type(loader)
 """
 
 
-def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
-    pytest.importorskip("mypy")
-    (tmp_path / "snippet.py").write_text(source)
-    (tmp_path / "mypy.ini").write_text("[mypy]\nignore_missing_imports = True\n")
-    env = dict(os.environ, MYPYPATH=str(ROOT))  # the source tree, not the editable-install hook
-    return subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "snippet.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_mypy_sees_real_types_and_rejects_a_misspelt_name(tmp_path: Path) -> None:
-    result = _mypy(tmp_path, SNIPPET + "wds.WebDatset(['a.tar'])\n")
+    result = run_mypy(tmp_path, SNIPPET + "wds.WebDatset(['a.tar'])\n")
     out = result.stdout
     assert 'Module has no attribute "WebDatset"' in out, out
     assert result.returncode == 1

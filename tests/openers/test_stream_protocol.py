@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 
 import wds_cloud.openers
 from tests.support.http_server import HttpFileServer
+from tests.support.typecheck import run_mypy
 from wds_cloud.openers.cache import ShardCache
 from wds_cloud.openers.http import HttpOpener
 from wds_cloud.openers.local import LocalOpener
@@ -148,25 +147,10 @@ openers: list[Opener] = [S3Opener(), GcsOpener(), HttpOpener(), AisOpener(), Loc
 """
 
 
-def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
-    pytest.importorskip("mypy")
-    (tmp_path / "snippet.py").write_text(source)
-    (tmp_path / "mypy.ini").write_text("[mypy]\nignore_missing_imports = True\nstrict = True\n")
-    env = dict(os.environ, MYPYPATH=str(ROOT))  # the source tree, not the editable-install hook
-    return subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "snippet.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_mypy_sees_every_open_as_a_read_stream(tmp_path: Path) -> None:
     # The last line must fail: IO[bytes] has no readinto, and a misspelt method is caught.
     bad = "def bad(s: IO[bytes]) -> None:\n    use(s)\n\nuse(open_url('x')).raed\n"
-    result = _mypy(tmp_path, SNIPPET + bad)
+    result = run_mypy(tmp_path, SNIPPET + bad, strict=True)
     out = result.stdout
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert len(errors) == 2, out
