@@ -119,7 +119,7 @@ def sample_tar_sizes(
     """The tar bytes each sample will take in its shard (headers, data, padding: what
     ``ShardWriter``'s ``maxsize`` counts), from ``sizes``, the sizes of the samples' files in
     order."""
-    from wds_cloud.writing.tarwriter import SampleFormatter
+    from wds_cloud.writing.tarformat import SampleFormatter
 
     header = SampleFormatter().header
     out, it = [], iter(sizes)

@@ -20,7 +20,8 @@ from wds_cloud.openers.writer import warn_discarded
 from wds_cloud.redact import redact_url
 from wds_cloud.writing.compression import wants_gzip
 from wds_cloud.writing.indexing import check_indexable
-from wds_cloud.writing.tarwriter import SampleFormatter, TarWriter
+from wds_cloud.writing.tarformat import SampleFormatter
+from wds_cloud.writing.tarwriter import TarWriter
 from wds_cloud.writing.upload import abort_quietly
 
 _FORMATTER_KW = ("keep_meta", "user", "group", "mode", "mtime")
