@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--checkpoint-every", type=int, default=50, help="steps between checkpoints (0: off)"
+    )
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=0.0,
+        help="extra seconds per step, standing in for a real model's compute (for tests)",
     )
     return parser.parse_args(argv)
 
@@ -174,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
             if log is not None:
                 log.write("".join(f"{os.getpid()} {epoch} {step} {k}\n" for k in keys))
                 log.flush()
+            if args.step_seconds:
+                time.sleep(args.step_seconds)
             if every and step % every == 0:
                 checkpoint(epoch, step, samples, loader.state_dict())
         if every:  # the epoch is done: a restart begins the next one

@@ -38,6 +38,9 @@ def _env(optml: FakeOptML, log: Path) -> dict[str, str]:
 
 def _start(env: dict[str, str]) -> subprocess.Popen[str]:
     args = ["--epochs", "2", "--batch-size", str(BATCH), "--workers", "2", "--shuffle", "30"]
+    # 20 ms a step: a kill point is then >= 1 s before the run's end, so a test process the
+    # machine stalls for a moment still gets there (without it a fast run could end first)
+    args += ["--step-seconds", "0.02"]
     return subprocess.Popen(
         [sys.executable, str(TRAIN), *args, "--checkpoint-every", str(EVERY)],
         env=env,
