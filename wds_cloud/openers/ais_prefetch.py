@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.openers.ais_io import Fetcher
-from wds_cloud.openers.prefetch import PrefetchReader
-from wds_cloud.openers.resume import Opened, content_range_total
+from wds_cloud.openers.prefetch import PrefetchReader, probe_first
+from wds_cloud.openers.resume import Opened
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais_config import AisConfig, AisTarget
@@ -38,17 +37,10 @@ def open_prefetching(access: AisAccess, cfg: AisConfig, target: AisTarget) -> Pr
         return None
     chunk = int(cfg.prefetch_chunk or 1)
     probe = Fetcher(access, target)
-    probe.end = chunk
-    try:
-        first = probe(0)
-    except ShardNotFoundError:
-        raise
-    except Exception:
-        return None  # transient, or an empty object (416): the streaming path decides
-    total = content_range_total(probe.content_range)
-    if total is None:
-        first.body.close()  # the range was ignored (200): stream the object instead
+    probed = probe_first(probe, chunk)
+    if probed is None:
         return None
+    first, total = probed
     checksum = probe.checksum
 
     def span(start: int, end: int) -> Opened:

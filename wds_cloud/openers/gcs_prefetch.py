@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.openers.gcs_read import MediaFetch, read_errors
 from wds_cloud.openers.gcs_retry import policy
-from wds_cloud.openers.prefetch import PrefetchReader
-from wds_cloud.openers.resume import Opened, content_range_total
+from wds_cloud.openers.prefetch import PrefetchReader, probe_first
+from wds_cloud.openers.resume import Opened
 
 if TYPE_CHECKING:
     from wds_cloud.openers.gcs_config import GcsAccess, GcsConfig
@@ -49,16 +48,12 @@ def open_prefetching(
     """
     chunk = int(cfg.prefetch_chunk or 1)
     probe = MediaFetch(access, url, parsed, wanted)
-    probe.end = chunk
-    try:
-        first = probe(0)
-    except ShardNotFoundError:
-        raise
-    except Exception:
-        return None  # transient, or an empty object (416): the streaming path decides
-    total = content_range_total(probe.content_range)
-    if first.start != 0 or total is None or probe.generation is None:
-        first.body.close()  # the range was ignored (200): stream the object instead
+    probed = probe_first(probe, chunk)
+    if probed is None:
+        return None
+    first, total = probed
+    if probe.generation is None:
+        first.body.close()  # no generation to pin the parts to: stream the object instead
         return None
     generation = probe.generation
 

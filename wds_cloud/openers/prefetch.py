@@ -34,9 +34,15 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from wds_cloud.errors import ConfigError, ShardError, ShardReadError
+from wds_cloud.errors import ConfigError, ShardError, ShardNotFoundError, ShardReadError
 from wds_cloud.openers.backoff import RetryPolicy
-from wds_cloud.openers.resume import NETWORK_ERRORS, Opened, RangeFetch, ResumableReader
+from wds_cloud.openers.resume import (
+    NETWORK_ERRORS,
+    Opened,
+    RangeFetch,
+    ResumableReader,
+    content_range_total,
+)
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import env_int
 
@@ -104,6 +110,29 @@ def split_prefetch_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], 
     mine = {k: v for k, v in options.items() if k in PREFETCH_OPTIONS}
     rest = {k: v for k, v in options.items() if k not in PREFETCH_OPTIONS}
     return mine, rest
+
+
+def probe_first(fetch: Any, part_size: int) -> tuple[Opened, int] | None:
+    """Part 0 through a backend's fetch object, and the object's size; None to stream the
+    object with one GET instead.
+
+    ``fetch`` is called as ``fetch(0)`` after ``fetch.end = part_size`` and then says the
+    answer's ``content_range`` (the GCS and AIStore fetchers). A missing object raises
+    :class:`ShardNotFoundError`; any other failure, an empty object (416) or an answer that
+    ignored the range gives None, and the streaming path then decides and reports.
+    """
+    fetch.end = part_size
+    try:
+        first: Opened = fetch(0)
+    except ShardNotFoundError:
+        raise
+    except Exception:
+        return None
+    total = content_range_total(fetch.content_range)
+    if first.start != 0 or total is None:
+        first.body.close()
+        return None
+    return first, total
 
 
 class PrefetchReader(io.RawIOBase):
