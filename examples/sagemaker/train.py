@@ -26,7 +26,10 @@ the model trained on them was lost). Pipe mode (a FIFO cannot be read again) and
 hosts reading without ``torch.distributed`` cannot be resumed mid-epoch: no checkpoint then.
 
 With ``WDS_CLOUD_EXAMPLE_KEY_LOG=FILE`` each delivered sample appends ``pid epoch step key`` to
-FILE (the tests use it to check exactly-once delivery across kills).
+FILE (the tests use it to check exactly-once delivery across kills). With
+``WDS_CLOUD_EXAMPLE_HOLD_AT=EPOCH:STEP`` the script stops after that step (and its checkpoint,
+if one is due) and waits to be killed, so a test's SIGKILL lands at a known point whatever the
+machine's load.
 """
 
 from __future__ import annotations
@@ -76,12 +79,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--checkpoint-every", type=int, default=50, help="steps between checkpoints (0: off)"
-    )
-    parser.add_argument(
-        "--step-seconds",
-        type=float,
-        default=0.0,
-        help="extra seconds per step, standing in for a real model's compute (for tests)",
     )
     return parser.parse_args(argv)
 
@@ -147,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"resumed": resumed}), flush=True)
     key_log = os.environ.get("WDS_CLOUD_EXAMPLE_KEY_LOG")
     log = open(key_log, "a") if key_log else None
+    hold_at = os.environ.get("WDS_CLOUD_EXAMPLE_HOLD_AT")
+    hold = tuple(int(x) for x in hold_at.split(":")) if hold_at else None
 
     def checkpoint(epoch: int, step: int, samples: int, position: dict[str, Any] | None) -> None:
         state = {
@@ -181,10 +180,11 @@ def main(argv: list[str] | None = None) -> None:
             if log is not None:
                 log.write("".join(f"{os.getpid()} {epoch} {step} {k}\n" for k in keys))
                 log.flush()
-            if args.step_seconds:
-                time.sleep(args.step_seconds)
             if every and step % every == 0:
                 checkpoint(epoch, step, samples, loader.state_dict())
+            if hold == (epoch, step):
+                while True:  # a test kills the run here
+                    time.sleep(1)
         if every:  # the epoch is done: a restart begins the next one
             checkpoint(epoch + 1, 0, 0, None)
         loss_mean = round(loss_sum / max(steps, 1), 4)

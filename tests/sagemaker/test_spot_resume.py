@@ -36,11 +36,12 @@ def _env(optml: FakeOptML, log: Path) -> dict[str, str]:
     return env
 
 
-def _start(env: dict[str, str]) -> subprocess.Popen[str]:
+def _start(env: dict[str, str], hold: tuple[int, int] | None = None) -> subprocess.Popen[str]:
+    """Start the example; with ``hold`` it stops after that (epoch, step) until it is killed, so
+    the kill lands there however slow or fast the machine is."""
     args = ["--epochs", "2", "--batch-size", str(BATCH), "--workers", "2", "--shuffle", "30"]
-    # 20 ms a step: a kill point is then >= 1 s before the run's end, so a test process the
-    # machine stalls for a moment still gets there (without it a fast run could end first)
-    args += ["--step-seconds", "0.02"]
+    if hold is not None:
+        env = {**env, "WDS_CLOUD_EXAMPLE_HOLD_AT": f"{hold[0]}:{hold[1]}"}
     return subprocess.Popen(
         [sys.executable, str(TRAIN), *args, "--checkpoint-every", str(EVERY)],
         env=env,
@@ -96,7 +97,7 @@ def test_killed_twice_every_sample_once(optml: FakeOptML, tmp_path: Path) -> Non
     kept: list[tuple[int, int, str]] = []  # what each run delivered up to its last checkpoint
     resumed_at: list[tuple[int, int]] = []
     for epoch, step in [(0, 25), (1, 30)]:
-        proc = _start(env)
+        proc = _start(env, hold=(epoch, step))
         if resumed_at:  # the restart continued from the checkpoint the last kill left
             first = proc.stdout.readline()  # type: ignore[union-attr]
             assert json.loads(first)["resumed"]["epoch"] == resumed_at[-1][0]
