@@ -200,9 +200,79 @@ def test_device_prefetcher_on_cpu_resumes_exactly(shard_urls: list[str], workers
     assert sorted(seen) == list(range(TOTAL))
 
 
+def _resume_loader(shard_urls: list[str], **kw: Any) -> Any:
+    return make_loader(
+        shard_urls,
+        batch_size=8,
+        num_workers=2,
+        to_tuple="npy cls",
+        decode="rgb8",
+        shuffle_buffer=16,
+        seed=3,
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("stop", [1, 2, 4])
+def test_read_ahead_state_is_that_of_the_batch_handed_out(shard_urls: list[str], stop: int) -> None:
+    """``ReadAhead`` (the CUDA prefetcher's loop, here with a CPU ``prepare``) has read one
+    batch more than it handed out when a checkpoint is taken: its state is that of the handed
+    out batches, so the resumed loader delivers every sample once; the loader's own state at
+    that moment would skip the batch read ahead."""
+    import json
+
+    from wds_cloud.pytorch.builder import ReadAhead
+
+    loader = _resume_loader(shard_urls)
+    prepared: list[int] = []
+
+    def prepare(batch: Any) -> Any:
+        prepared.append(len(batch[1]))
+        return batch
+
+    ahead = ReadAhead(loader, prepare)
+    seen: list[int] = []
+    for step, (_, labels) in enumerate(ahead, 1):
+        seen += [int(x) for x in labels]
+        if step == stop:
+            state = json.loads(json.dumps(ahead.state()))
+            own = loader.state_dict()
+            break
+    assert len(prepared) == stop + 1  # one batch read ahead
+    assert state["delivered"] == len(seen) and own["delivered"] == len(seen) + prepared[-1]
+    rest = _resume_loader(shard_urls)
+    rest.load_state_dict(state)
+    seen += _labels(rest)
+    assert sorted(seen) == list(range(TOTAL))
+
+
+def test_read_ahead_runs_an_unresumable_loader_and_says_why(shard_urls: list[str]) -> None:
+    from wds_cloud.pytorch.builder import ReadAhead
+
+    plain = torch.utils.data.DataLoader(list(range(10)), batch_size=4)
+    ahead = ReadAhead(plain, lambda b: b)
+    assert [b.tolist() for b in ahead] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    untracked = _resume_loader(shard_urls)
+    untracked.resumable = False
+    ahead = ReadAhead(untracked, lambda b: b)
+    next(iter(ahead))
+    with pytest.raises(ConfigError, match="resumable=False"):
+        ahead.state()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_device_prefetcher_on_cuda_refuses_a_state(shard_urls: list[str]) -> None:
-    loader = make_loader(shard_urls, batch_size=8, to_tuple="npy cls", device="cuda")
-    next(iter(loader))
-    with pytest.raises(ConfigError, match="next batch is already read"):
-        loader.state_dict()
+def test_device_prefetcher_on_cuda_resumes_exactly(shard_urls: list[str]) -> None:
+    import json
+
+    first = _resume_loader(shard_urls, device="cuda", pin_memory=True)
+    seen: list[int] = []
+    for step, (images, labels) in enumerate(first, 1):
+        assert images.is_cuda
+        seen += labels.cpu().tolist()
+        if step == 3:
+            state = json.loads(json.dumps(first.state_dict()))
+            break
+    rest = _resume_loader(shard_urls, device="cuda")
+    rest.load_state_dict(state)
+    seen += _labels(rest)
+    assert sorted(seen) == list(range(TOTAL))

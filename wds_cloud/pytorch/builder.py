@@ -117,6 +117,7 @@ class DevicePrefetcher:
         self.loader = loader
         self.stream = stream
         self.pin_memory = pin_memory and self.device.type == "cuda"
+        self._ahead: ReadAhead | None = None
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
@@ -127,27 +128,26 @@ class DevicePrefetcher:
             self.loader.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
-        """The loader's resume state (``docs/resume.md``): exact on a device the batches are
-        not read ahead for (``cpu``, or any non-CUDA device).
+        """The loader's resume state (``docs/resume.md``) as of the last batch handed out.
+
+        On CUDA batch ``i + 1`` is already taken from the loader when batch ``i`` is handed
+        out; the loader's state is therefore taken before each read-ahead (one
+        ``loader.state_dict()`` per batch while the loader tracks its samples, about 0.1 ms)
+        and this returns the one of batch ``i``, so a checkpoint skips nothing.
 
         Raises:
-            ConfigError: on CUDA, where batch ``i + 1`` is already taken from the loader when
-                batch ``i`` is handed out, so the loader would count it as delivered; build the
-                loader without ``device=`` and move batches with :func:`move_to_device` to
-                checkpoint.
+            ConfigError: the loader cannot be resumed (names why).
         """
-        if self.device.type == "cuda":
-            raise ConfigError(
-                "DevicePrefetcher.state_dict(): on CUDA the next batch is already read when a "
-                "batch is handed out, so a checkpoint would skip it; to checkpoint, build the "
-                "loader without device= and move each batch with move_to_device (docs/resume.md)"
-            )
+        ahead = self._ahead
+        if ahead is not None and ahead.holding:
+            return ahead.state()
         state: dict[str, Any] = self.loader.state_dict()  # type: ignore[attr-defined]
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` deliver what ``state`` did not (forwarded to the loader)."""
         self.loader.load_state_dict(state)  # type: ignore[attr-defined]
+        self._ahead = None
 
     def __iter__(self) -> Iterator[Any]:
         if self.device.type != "cuda":
@@ -161,26 +161,82 @@ class DevicePrefetcher:
 
     def _iter_cuda(self) -> Iterator[Any]:
         stream = self.stream if self.stream is not None else torch.cuda.Stream(self.device)
-        source = iter(self.loader)
 
-        def preload() -> tuple[bool, Any]:
-            try:
-                batch = next(source)
-            except StopIteration:
-                return False, None
+        def copy(batch: Any) -> tuple[Any, Any]:
             if self.pin_memory:
                 batch = pin_batch(batch)
             with torch.cuda.stream(stream):
-                return True, move_to_device(batch, self.device, non_blocking=True)
+                moved = move_to_device(batch, self.device, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(stream)
+            return moved, done
 
-        ok, upcoming = preload()
-        while ok:
+        self._ahead = ahead = ReadAhead(self.loader, copy)
+        for current, done in ahead:
+            # wait for this batch's copy only: the next one, already queued, keeps overlapping
             compute = torch.cuda.current_stream(self.device)
-            compute.wait_stream(stream)
-            current = upcoming
+            compute.wait_event(done)
             _record_stream(current, compute)
-            ok, upcoming = preload()
             yield current
+
+
+class ReadAhead:
+    """Iterate ``loader`` one batch ahead, passing each batch through ``prepare`` (the CUDA
+    copy of :class:`DevicePrefetcher`) as soon as it is read, and keep the loader's state as of
+    the batch last handed out (:meth:`state`).
+
+    The state is taken with ``loader.state_dict()`` after each batch is read and before the
+    next one is, when the loader has one and tracks its samples (``resumable`` and
+    ``$WDS_CLOUD_RESUMABLE``); an error taking it (a loader that cannot be resumed) is raised
+    by :meth:`state`, not by the iteration.
+    """
+
+    def __init__(self, loader: Iterable[Any], prepare: Callable[[Any], Any]) -> None:
+        self.loader = loader
+        self.prepare = prepare
+        self.holding = False  # whether the state to give is the held one
+        self._held: dict[str, Any] | None = None
+        self._error: Exception | None = None
+
+    def _take(self) -> None:
+        try:
+            self._held, self._error = self.loader.state_dict(), None  # type: ignore[attr-defined]
+        except ConfigError as exc:
+            self._held, self._error = None, exc
+
+    def state(self) -> dict[str, Any]:
+        """The loader's state after the batch last handed out."""
+        if self._error is not None:
+            raise self._error
+        if self._held is None:
+            raise ConfigError(
+                f"{type(self.loader).__name__} keeps no resume state (no state_dict(), or "
+                "tracking switched off with resumable=False / WDS_CLOUD_RESUMABLE=0)"
+            )
+        return self._held
+
+    def __iter__(self) -> Iterator[Any]:
+        from wds_cloud.resume.loop import tracking_on
+
+        track = hasattr(self.loader, "state_dict") and tracking_on(self.loader)
+        source = iter(self.loader)
+        upcoming = next(source, _END)
+        self.holding = True
+        if upcoming is not _END:
+            upcoming = self.prepare(upcoming)
+        while upcoming is not _END:
+            current = upcoming
+            if track:
+                self._take()  # the loader has handed out ``current`` and nothing after it
+            upcoming = next(source, _END)
+            if upcoming is not _END:
+                upcoming = self.prepare(upcoming)
+            yield current
+        # kept when the loop is left early (the loader has read one batch more than delivered)
+        self.holding = False  # ran to the end: the loader's own state is current
+
+
+_END = object()
 
 
 def make_loader(
