@@ -15,7 +15,7 @@ import pytest
 
 from tests.resume.helpers import assert_exactly_once, write_shards
 from tests.resume.test_elastic import run_ranks
-from wds_cloud.resume.window import adopted, merge_windows
+from wds_cloud.resume.worker_windows import adopted, merge_windows
 
 pytestmark = pytest.mark.slow
 

@@ -84,7 +84,7 @@ def innermost(p: Any, window_ok: bool | None = None) -> tuple[Any, ShardSource] 
         if not isinstance(dataset, pipeline_type) or not enabled(dataset):
             return None
         if _windowed(dataset) and not window_ok:
-            return None  # a window per worker (window.emit_windows): not under another
+            return None  # a window per worker (worker_windows.emit_windows): not under another
         return innermost(dataset)
     source = find_source(p.pipeline)
     return None if source is None else (p, source)
@@ -142,7 +142,7 @@ def emit(p: Any) -> Iterator[Tagged]:
     """One pass of ``p`` inside a DataLoader worker: values with their tags."""
     ctx = getattr(p, "_resume_ctx", None) or {}
     if _windowed(p):  # the dataset's own window, one per worker
-        from wds_cloud.resume.window import emit_windows
+        from wds_cloud.resume.worker_windows import emit_windows
 
         yield from emit_windows(p, ctx, pairs)
         return
@@ -167,13 +167,8 @@ def iterate(p: Any) -> Iterator[Any]:
     window of passes (:func:`~wds_cloud.resume.window.windowed`)."""
     state = p.__dict__.pop("_resume_pending", None)
     from wds_cloud.resume.mixing import locate, run
-    from wds_cloud.resume.window import (
-        loader_window,
-        nested,
-        run_loader_windows,
-        run_nested,
-        windowed,
-    )
+    from wds_cloud.resume.window import nested, run_nested, windowed
+    from wds_cloud.resume.worker_windows import loader_window, run_loader_windows
 
     mixed = locate(p)
     if mixed is not None:
@@ -316,7 +311,7 @@ def state_dict(p: Any) -> dict[str, Any]:
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, state)
             if "windows" in state:
-                from wds_cloud.resume.window import merge_windows
+                from wds_cloud.resume.worker_windows import merge_windows
 
                 state = merge_windows(gathered)
             elif "mixers" in state:
@@ -378,7 +373,7 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
         return
     if state.get("finished") and state.get("persistent") and _same_readers(p, state):
         # persistent workers' next windows start at epochs of their own: a new window each
-        from wds_cloud.resume.window import next_windows
+        from wds_cloud.resume.worker_windows import next_windows
 
         p._resume_pending = next_windows(state)
         return
@@ -397,7 +392,7 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
 def _same_readers(p: Any, state: dict[str, Any]) -> bool:
     """Whether a worker-windows state was taken with this loader's ranks and workers."""
     from wds_cloud.core.shards import node_info
-    from wds_cloud.resume.window import loader_of
+    from wds_cloud.resume.worker_windows import loader_of
 
     loader = loader_of(p)
     if "windows" not in state or loader is None:

@@ -188,7 +188,7 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
         return merge_mixes(states)  # RandomMix states: mixers keyed by rank and worker
     if any("windows" in s for s in states):
-        from wds_cloud.resume.window import merge_windows
+        from wds_cloud.resume.worker_windows import merge_windows
 
         return merge_windows(states)  # worker windows: keyed by rank and worker
     if any(s.get("resampled") for s in states):

@@ -48,7 +48,8 @@ def windowed(
             return  # an empty pass ends the window (a resumed pass may have nothing left)
 
 
-def _is_windowed(p: Any) -> bool:
+def is_windowed(p: Any) -> bool:
+    """Whether ``p`` has ``with_epoch``/``repeat``."""
     return bool(p.repetitions != 1 or p.nsamples >= 0)
 
 
@@ -87,7 +88,7 @@ def nested(p: Any) -> tuple[Any, list[Any]] | None:
     hold items (:func:`lazy`)."""
     from wds_cloud.core.pipeline import DataPipeline
 
-    if _is_windowed(p):
+    if is_windowed(p):
         return None
     path: list[Any] = []
     node = p
@@ -96,7 +97,7 @@ def nested(p: Any) -> tuple[Any, list[Any]] | None:
             return None
         path.append(node)
         node = node.pipeline[0]
-        if _is_windowed(node):
+        if is_windowed(node):
             return node, path
     return None
 
@@ -162,7 +163,7 @@ def why_not(p: Any) -> str:
             return f"{name} cannot be resumed: {why} (see docs/resume.md, 'RandomMix')"
         if not isinstance(node, DataPipeline):
             continue
-        if node is not p and _is_windowed(node):
+        if node is not p and is_windowed(node):
             return (
                 f"{name} cannot be resumed: with_epoch()/repeat() is set on {type(node).__name__}"
                 ", a pipeline inside it with stages above it that hold items (a shuffle, "
@@ -188,327 +189,3 @@ def why_not(p: Any) -> str:
         "shard shuffle, node/worker splitters and tarfile_to_samples (custom shard stages and "
         "Pipe-mode FIFOs are not resumable; see docs/resume.md)"
     )
-
-
-# -- a window on the dataset inside a DataLoader: one window per worker -----------------------
-
-#: First element of the mark that a worker puts before the ids of each item of its window.
-MARK = "\x00window"
-
-
-def loader_of(p: Any) -> Any:
-    """The DataLoader under ``p`` (found through first stages), or None."""
-    from wds_cloud.core.pipeline import DataPipeline
-    from wds_cloud.resume.loop import _loader_dataset
-
-    node = p
-    while isinstance(node, DataPipeline) and node.pipeline:
-        first = node.pipeline[0]
-        if _loader_dataset(first) is not None:
-            return first
-        node = first
-    return None
-
-
-def loader_window(p: Any) -> Any:
-    """The windowed dataset of the DataLoader under ``p``, or None."""
-    from wds_cloud.core.pipeline import DataPipeline
-
-    loader = loader_of(p)
-    dataset = None if loader is None else loader.dataset
-    return dataset if isinstance(dataset, DataPipeline) and _is_windowed(dataset) else None
-
-
-def _step(source: Any) -> int:
-    """How much the epoch advances from one pass to the next."""
-    from wds_cloud.resume.draws import ResampledSource
-
-    return 1 if isinstance(source, ResampledSource) or source.shuffle is not None else 0
-
-
-def adopted(saved: list[int], here: list[int]) -> list[list[int]]:
-    """The readers ``(rank, world, worker, workers)`` of a state taken with ``saved`` =
-    ``[ranks, workers]`` whose windows the reader ``here`` takes over when loaded with other
-    numbers: old reader ``j`` (``rank * workers + worker``) goes to new slot ``j % slots``."""
-    oworld, oworkers = saved
-    rank, world, worker, workers = here
-    slots, slot = world * workers, rank * workers + worker
-    return [
-        [j // oworkers, oworld, j % oworkers, oworkers]
-        for j in range(oworld * oworkers)
-        if j % slots == slot
-    ]
-
-
-def _limit(p: Any, reader: list[int]) -> int:
-    """Items per window of ``reader`` (:meth:`DataPipeline.epoch_size` for another reader)."""
-    n = p.nsamples
-    if n > 0 and p.per_rank:
-        nworkers, worker = reader[3], reader[2]
-        n = n // nworkers + (1 if worker < n % nworkers else 0)
-        if n == 0:
-            return 0
-    return int(n)
-
-
-def emit_windows(
-    p: Any, ctx: dict[str, Any], pairs: Callable[[Any, dict[str, Any]], Iterator[Any]]
-) -> Iterator[Any]:
-    """One ``with_epoch``/``repeat`` window of the dataset ``p`` in a DataLoader worker, as
-    :class:`~wds_cloud.resume.track.Tagged` values whose ids are preceded by a mark
-    ``(MARK, reader, pass, index, epoch)`` (per row of a batch).
-
-    Pass ``k`` of the window has epoch ``epoch + k * step``. From a loader state (``ctx``'s
-    ``resume``), the worker reads what its share of each pass the state lists did not
-    deliver, then goes on with later passes, and stops when its window holds ``n`` items
-    counting those the state says were delivered. A state taken with other numbers of ranks
-    or workers: the worker completes, one after the other, the windows of the old readers it
-    takes over (:func:`adopted`), reading as they would have."""
-    from wds_cloud.core.shards import worker_info
-
-    state = ctx.get("resume")
-    ctx["resume"] = None  # one window only (a persistent worker keeps its copy of ctx)
-    scope = list(worker_info())
-    saved_readers = (state or {}).get("readers")
-    if state is None or saved_readers is None or list(saved_readers) == [scope[1], scope[3]]:
-        yield from _window(p, ctx, state, scope, None, pairs)
-        return
-    for old in adopted(list(saved_readers), scope):
-        yield from _window(p, ctx, state, old, old, pairs)
-
-
-def _window(
-    p: Any,
-    ctx: dict[str, Any],
-    state: dict[str, Any] | None,
-    scope: list[int],
-    as_reader: list[int] | None,
-    pairs: Callable[[Any, dict[str, Any]], Iterator[Any]],
-) -> Iterator[Any]:
-    """The window of reader ``scope`` (this one, or ``as_reader`` taken over)."""
-    from wds_cloud.resume.loop import innermost
-    from wds_cloud.resume.track import Rows, Tagged, flat
-
-    found = innermost(p)
-    assert found is not None
-    source = found[1]
-    reader = f"{scope[0]}.{scope[2]}"
-    mine = (state or {}).get("windows", {}).get(reader, {})
-    saved = mine.get("passes", [])
-    if state is not None and source.shuffle is not None:
-        # this worker's window starts at the epoch of its first saved pass (persistent
-        # workers' windows start at epochs of their own), or at "next" after a finished one
-        source.shuffle.epoch = int(saved[0]["epoch"] if saved else mine.get("next", state["epoch"]))
-    first_epoch, step = source.order()[0], _step(source)
-    limit = p.epoch_size() if as_reader is None else _limit(p, as_reader)
-    count = int(mine.get("window", 0))
-    if 0 < limit <= count or (state is not None and state.get("finished")):
-        if saved and source.shuffle is not None:  # where this worker's window had ended
-            source.shuffle.epoch = int(mine.get("next", int(saved[-1]["epoch"]) + step))
-        return
-    extra = {} if as_reader is None else {"as_reader": as_reader}
-    for k in range(p.repetitions):
-        resumed = dict(saved[k], reader=scope) if k < len(saved) else None
-        sub = dict(ctx, epoch=first_epoch + k * step, resume=resumed, **extra)
-        got = False
-        for item, tags in pairs(p, sub):
-            got = True
-            mark = (MARK, reader, k, count, first_epoch + k * step)
-            if isinstance(tags, Rows):
-                tags = Rows([mark, *row] for row in tags)
-            else:
-                tags = [mark, *flat(tags)]
-            count += 1
-            yield Tagged(item, tags)
-            if 0 < limit <= count:
-                return
-        if not got and resumed is None:
-            return  # an empty pass ends the window
-
-
-class LoaderWindows:
-    """The top object's ledger when each DataLoader worker runs a window of its own: per
-    reader (``"rank.worker"``) the items of its window delivered and one
-    :class:`~wds_cloud.resume.state.Ledger` per pass of the window (ids are routed by the
-    mark before them, see :func:`emit_windows`)."""
-
-    def __init__(self, header: dict[str, Any], source: Any) -> None:
-        self.header = header
-        self.source = source
-        self.step = _step(source)
-        self.count: dict[str, int] = {}
-        self.seen: dict[str, set[int]] = {}
-        self.passes: dict[str, list[Any]] = {}
-        self.next: dict[str, int] = {}
-        self.limits: dict[str, int] = {}  # items per window of this rank's readers, if known
-
-    def _pass(self, reader: str, k: int, epoch_k: int | None = None) -> Any:
-        passes = self.passes.setdefault(reader, [])
-        while len(passes) <= k:
-            if epoch_k is None:
-                epoch = int(self.header["epoch"]) + len(passes) * self.step
-            else:  # from the mark: persistent workers' windows start at epochs of their own
-                epoch = epoch_k - (k - len(passes)) * self.step
-            header = {**self.header, "epoch": epoch}
-            header.pop("finished", None)
-            passes.append(self.source.new_ledger(header, self.source.order(epoch)[1]))
-        return passes[k]
-
-    def add(self, ids: Iterable[Any]) -> None:
-        """Record delivered ids (each item's preceded by its mark)."""
-        ledger: Any = None
-        batch: list[Any] = []
-        for sid in ids:
-            if sid[0] == MARK:
-                if batch:
-                    ledger.add(batch)
-                    batch = []
-                _, reader, k, index, epoch = sid
-                ledger = self._pass(reader, k, epoch)
-                seen = self.seen.setdefault(reader, set())
-                if index not in seen:
-                    seen.add(index)
-                    self.count[reader] = self.count.get(reader, 0) + 1
-            else:
-                batch.append(sid)
-        if batch:
-            if ledger is None:
-                raise RuntimeError("resume: a worker window's item came without its mark")
-            ledger.add(batch)
-        if self.limits and all(self.count.get(r, 0) >= n for r, n in self.limits.items()):
-            self.header["finished"] = True  # every window is complete: nothing more comes
-
-    def state(self) -> dict[str, Any]:
-        """The JSON-serialisable state (``windows`` per reader)."""
-        from wds_cloud.resume.state import STATE_FORMAT
-
-        windows = {}
-        delivered = 0
-        for reader in sorted(set(self.count) | set(self.passes) | set(self.next)):
-            passes = [ledger.state() for ledger in self.passes.get(reader, [])]
-            for s in passes:
-                s.pop("format", None)
-                delivered += int(s["delivered"])
-            windows[reader] = {"window": self.count.get(reader, 0), "passes": passes}
-            if passes:  # where this worker's next window starts (for persistent workers)
-                windows[reader]["next"] = int(passes[-1]["epoch"]) + self.step
-            elif reader in self.next:
-                windows[reader]["next"] = self.next[reader]
-        return {
-            "format": STATE_FORMAT,
-            **self.header,
-            "delivered": delivered,
-            "windows": windows,
-        }
-
-    def load(self, state: dict[str, Any]) -> None:
-        """Start from the deliveries recorded in ``state``.
-
-        Raises:
-            ConfigError: ``state`` was taken mid-pass by a loader without worker windows.
-        """
-        if "windows" not in state and (state.get("done") or state.get("open")):
-            from wds_cloud.errors import ConfigError
-
-            raise ConfigError(
-                "this state was taken by a loader without with_epoch() on its dataset; load it "
-                "into a loader built the same way"
-            )
-        for reader, d in state.get("windows", {}).items():
-            self.count[reader] = int(d.get("window", 0))
-            if "next" in d:
-                self.next[reader] = int(d["next"])
-            for k, saved in enumerate(d.get("passes", [])):
-                self._pass(reader, k, int(saved["epoch"])).load(saved)
-
-
-def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
-    """One ``iter()`` of ``p`` whose DataLoader's dataset has the window (each worker runs
-    one, :func:`emit_windows`), from ``state`` if given."""
-    from wds_cloud.core.shards import node_info
-    from wds_cloud.resume.loop import _deliver, innermost
-
-    found = innermost(p)
-    assert found is not None
-    inner, source = found
-    if state is not None and source.shuffle is not None:
-        source.shuffle.epoch = int(state["epoch"])
-    epoch = source.order()[0]
-    generation = int(state.get("generation", 0)) + 1 if state is not None else 0
-    here = [node_info()[1], max(1, int(loader_of(p).num_workers))]
-    readers = here
-    if state is not None and state.get("readers", readers) != readers:
-        # elastic: this rank's workers complete the windows of the old readers they take over
-        readers = list(state["readers"])
-    header = {
-        "epoch": epoch,
-        "seed": getattr(inner, "seed", 0),
-        "generation": generation,
-        "readers": readers,
-    }
-    loader = loader_of(p)
-    if getattr(loader, "persistent_workers", False) or not loader.num_workers:
-        header["persistent"] = True  # the readers' datasets (or the one itself) live on
-    ledger = LoaderWindows(header, source)
-    prev = p.__dict__.get("_resume_ledger")
-    if header.get("persistent") and state is None and isinstance(prev, LoaderWindows):
-        # persistent workers go on from where their previous windows ended
-        for reader, d in prev.state()["windows"].items():
-            if "next" in d:
-                ledger.next[reader] = int(d["next"])
-    if state is not None:
-        ledger.load(state)
-    win = loader_window(p)
-    if win.nsamples > 0:  # each worker's window ends after its share of n items
-        rank = node_info()[0]
-        mine = [[rank, here[0], w, here[1]] for w in range(here[1])]
-        if readers != here:  # the old readers this rank's workers take over
-            mine = [old for scope in mine for old in adopted(readers, scope)]
-        for scope in mine:
-            ledger.limits[f"{scope[0]}.{scope[2]}"] = _limit(win, scope)
-    p._resume_ledger = ledger
-    return _deliver(p, ledger, {**header, "resume": state}, None, epoch)  # type: ignore[arg-type]
-
-
-def merge_windows(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """Merge the loader states of several ranks with per-worker windows (their readers are
-    disjoint: keyed by rank and worker).
-
-    Raises:
-        ConfigError: not all states are of worker windows.
-    """
-    if not all("windows" in s for s in states):
-        from wds_cloud.errors import ConfigError
-
-        raise ConfigError("merge_states: worker-window states mixed with other states")
-    merged = dict(states[0])
-    windows: dict[str, Any] = {}
-    for s in states:  # after an elastic resume every rank holds every old reader's entry:
-        for r, d in s["windows"].items():  # the one that took it over has the most
-            old = windows.get(r)
-            if old is None or _progress(d) > _progress(old):
-                windows[r] = d
-    merged["windows"] = dict(sorted(windows.items()))
-    merged["delivered"] = sum(_progress(d)[1] for d in windows.values())
-    merged["generation"] = max(int(s.get("generation", 0)) for s in states)
-    merged.pop("finished", None)
-    if all(s.get("finished") for s in states):
-        merged["finished"] = True
-    return merged
-
-
-def next_windows(state: dict[str, Any]) -> dict[str, Any]:
-    """A finished state of persistent workers' windows turned into the start of the next
-    windows: each worker starts its next window at its own ``next`` epoch."""
-    windows = {
-        reader: {"window": 0, "passes": [], "next": d["next"]}
-        for reader, d in state["windows"].items()
-        if "next" in d
-    }
-    out = {k: v for k, v in state.items() if k != "finished"}
-    out.update(windows=windows, delivered=0)
-    return out
-
-
-def _progress(d: dict[str, Any]) -> tuple[int, int]:
-    return int(d.get("window", 0)), sum(int(p.get("delivered", 0)) for p in d.get("passes", []))
