@@ -57,10 +57,11 @@ CELLS = (
     Cell("small", "shuffle", None),
     Cell("small", "loader", 5.0),
     Cell("large", "nodecode", 3.0),
+    Cell("large", "zerocopy", 3.0),
     Cell("large", "decode", None, shards=1),
 )
 
-MODES = ("nodecode", "decode", "shuffle", "loader")
+MODES = ("nodecode", "zerocopy", "decode", "shuffle", "loader")
 TUPLES = {
     "tiny": ("txt", "cls"),
     "pax": ("txt", "cls"),
@@ -96,8 +97,10 @@ def build(lib: str, mode: str, regime: str, urls: list[str]) -> Any:
         import webdataset as wds_ref
 
         dataset, loader_cls = wds_ref.WebDataset, wds_ref.WebLoader
+    if mode == "zerocopy" and lib == "wds_cloud":  # opt-in memoryviews; webdataset has none
+        return dataset(urls, shardshuffle=False, zero_copy=True)
     ds = dataset(urls, shardshuffle=False)
-    if mode == "nodecode":
+    if mode in ("nodecode", "zerocopy"):
         return ds
     if mode == "decode":
         return ds.decode("rgb").to_tuple(*TUPLES[regime])

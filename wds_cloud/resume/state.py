@@ -80,24 +80,35 @@ class Ledger:
             self.compact()
 
     def compact(self) -> None:
-        """Merge pending ids into per-shard extents; mark complete shards done."""
+        """Merge pending ids into per-shard extents; mark complete shards done.
+
+        Consecutive ids of one shard whose extents touch (a shard read in order) are joined
+        as they are scanned, so the merge sorts runs, not samples."""
         pending = self.pending[:]
         self.pending.clear()  # the same list: the delivering loop appends to it directly
         self.delivered += len(pending)
+        done, ends = self.done, self.ends
         touched: dict[str, list[list[int]]] = {}
+        run_url: str | None = None
+        lo = hi = 0
         for url, a, b, last in pending:
-            if url in self.done:
+            if last and url not in done:
+                ends[url] = b
+            if a == hi and url == run_url:
+                hi = b
                 continue
-            touched.setdefault(url, []).append([a, b])
-            if last:
-                self.ends[url] = b
+            if run_url is not None and run_url not in done:
+                touched.setdefault(run_url, []).append([lo, hi])
+            run_url, lo, hi = url, a, b
+        if run_url is not None and run_url not in done:
+            touched.setdefault(run_url, []).append([lo, hi])
         for url, new in touched.items():
             merged = _merge(self.intervals.get(url, []) + new)
-            end = self.ends.get(url)
+            end = ends.get(url)
             if end is not None and merged == [[0, end]]:
-                self.done.add(url)
+                done.add(url)
                 self.intervals.pop(url, None)
-                self.ends.pop(url, None)
+                ends.pop(url, None)
             else:
                 self.intervals[url] = merged
 
