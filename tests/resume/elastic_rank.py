@@ -12,7 +12,9 @@ exits non-zero when a rank fails. A CONFIG holds ``urls``, ``rank``, ``world``, 
   step); None: finish the epoch, then run the next one;
 - ``window`` and ``buffer`` (optional): use a ``WebLoader`` whose dataset has
   ``with_epoch(window)`` (batches of 4 per worker) and a shuffle buffer, instead;
-- ``mix`` (optional): use a ``RandomMix`` of two datasets read by the workers, instead.
+- ``mix`` (optional): use a ``RandomMix`` of two datasets read by the workers, instead;
+- ``ahead`` (optional): iterate through ``ReadAhead`` (``DevicePrefetcher``'s one-batch-ahead
+  loop, here with no copy) and take its state instead of the loader's.
 
 The loader is ``make_loader`` (shuffle buffers in the workers and in the main process) with
 ``split_by_node``; every sample comes out as ``(key, "rank/worker")`` so the test can see which
@@ -98,16 +100,29 @@ def run_rank(cfg: dict[str, Any]) -> None:
     if cfg.get("state") is not None:
         loader.load_state_dict(cfg["state"])
     result: dict[str, Any] = {}
+
+    def passes() -> Any:
+        """What the training loop iterates: the loader, or ReadAhead over it."""
+        if not cfg.get("ahead"):
+            return loader
+        from wds_cloud.pytorch.builder import ReadAhead
+
+        return ReadAhead(loader, lambda batch: batch)
+
     if cfg.get("stop") is not None:
         before: list[list[str]] = []
-        for step, batch in enumerate(loader, 1):
+        it = passes()
+        for step, batch in enumerate(it, 1):
             before.extend(list(pair) for pair in batch)
             if step == cfg["stop"]:
                 break
-        result = {"before": before, "state": loader.state_dict()}
+        result = {
+            "before": before,
+            "state": it.state() if it is not loader else loader.state_dict(),
+        }
     else:
-        result["rest"] = [list(pair) for batch in loader for pair in batch]
-        result["next"] = [list(pair) for batch in loader for pair in batch]
+        result["rest"] = [list(pair) for batch in passes() for pair in batch]
+        result["next"] = [list(pair) for batch in passes() for pair in batch]
     with open(cfg["out"], "w") as f:
         json.dump(result, f)
     if cfg["init"] is not None:

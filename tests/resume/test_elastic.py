@@ -123,3 +123,28 @@ def test_resumed_run_saved_again_by_other_numbers(saved: dict[str, Any]) -> None
     last = run_ranks(tmp, "chain-1x4", 1, 4, True, urls=urls, state=middle[0]["state"], stop=None)
     delivered = [k for run in (saved["ranks"], middle) for r in run for k, _ in r["before"]]
     assert_exactly_once(delivered + [k for k, _ in last[0]["rest"]], keys)
+
+
+def test_read_ahead_state_is_the_loaders_at_the_same_step(saved: dict[str, Any]) -> None:
+    """``DevicePrefetcher``'s loop (``ReadAhead``) under a real gloo group, 2 ranks x 2 workers:
+    the state it gives after ``STOP`` batches, one batch more already read, is the global state
+    the plain loader gave at that step (the same on both ranks)."""
+    ranks = run_ranks(
+        saved["tmp"], "ahead", 2, 2, True, urls=saved["urls"], state=None, stop=STOP, ahead=True
+    )
+    assert ranks[0]["state"] == ranks[1]["state"] == saved["ranks"][0]["state"]
+    assert [r["before"] for r in ranks] == [r["before"] for r in saved["ranks"]]
+
+
+def test_read_ahead_with_uneven_ranks_does_not_meet_per_batch(saved: dict[str, Any]) -> None:
+    """15 shards over 2 ranks: rank 0 reads more batches than rank 1. ``ReadAhead`` takes
+    each rank's local state after every batch; were that a collective (``state_dict()`` under
+    ``torch.distributed`` is), rank 0 would wait forever for rank 1. Both epochs end, every
+    sample once per epoch."""
+    urls = saved["urls"][:15]
+    ranks = run_ranks(saved["tmp"], "uneven", 2, 2, True, urls=urls, state=None, ahead=True)
+    keys = [k for k in saved["keys"] if int(k[1:4]) < 15]  # "s{shard:03d}/k{i:05d}"
+    for field in ("rest", "next"):
+        got = [k for r in ranks for k, _ in r[field]]
+        assert sorted(got) == sorted(keys)
+    assert len(ranks[0]["rest"]) > len(ranks[1]["rest"])

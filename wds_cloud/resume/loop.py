@@ -279,18 +279,30 @@ def state_dict(p: Any) -> dict[str, Any]:
     Raises:
         ConfigError: the pipeline cannot be resumed (names why).
     """
+    state, gather = local_state(p)
+    return gather_states(state) if gather else state
+
+
+def local_state(p: Any) -> tuple[dict[str, Any], bool]:
+    """This process's state of ``p``, and whether :func:`gather_states` must combine it with
+    the other ranks' (``state_dict`` is both; ``DevicePrefetcher`` takes the local part after
+    every batch and gathers only when asked, so the ranks meet once per checkpoint).
+
+    Raises:
+        ConfigError: the pipeline cannot be resumed (names why).
+    """
     ledger = getattr(p, "_resume_ledger", None)
     if ledger is None:
         pending: dict[str, Any] | None = p.__dict__.get("_resume_pending")
         if pending is not None:
-            return pending  # loaded, not iterated yet
+            return pending, False  # loaded, not iterated yet
         if not enabled(p):
-            return _unresumable(p)
+            return _unresumable(p), False
         from wds_cloud.resume.mixing import fresh_state, locate
 
         mixed = locate(p)
         if mixed is not None:
-            return fresh_state(p, mixed)
+            return fresh_state(p, mixed), False
         found = innermost(p)
         assert found is not None
         epoch, order = found[1].order()
@@ -301,7 +313,13 @@ def state_dict(p: Any) -> dict[str, Any]:
     scope = _reader_scope()
     if scope is not None:
         state["reader"] = scope
-        return state
+        return state, False
+    return state, True
+
+
+def gather_states(state: dict[str, Any]) -> dict[str, Any]:
+    """Under ``torch.distributed`` (more than one rank) the global state from every rank's
+    ``state``, the same on each (every rank must call this at the same step); else ``state``."""
     import sys
 
     dist = sys.modules.get("torch.distributed")
