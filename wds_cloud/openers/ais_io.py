@@ -139,13 +139,7 @@ class Fetcher:
 
     def policy(self) -> RetryPolicy:
         """The read loop's policy from the opener's config."""
-        cfg = self.access.config
-        return RetryPolicy(
-            retries=int(cfg.retries or 0),
-            backoff=float(cfg.backoff or 0),
-            max_backoff=10.0,
-            stall_timeout=float(cfg.stall_timeout or 60.0),
-        )
+        return RetryPolicy.from_config(self.access.config, max_backoff=10.0)
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""

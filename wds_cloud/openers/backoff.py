@@ -53,6 +53,17 @@ class RetryPolicy:
         if not self.stall_timeout > 0:
             raise ConfigError(f"stall_timeout must be > 0 seconds, got {self.stall_timeout}")
 
+    @classmethod
+    def from_config(cls, config: Any, *, max_backoff: float) -> RetryPolicy:
+        """The policy of a resolved backend config (its ``retries``, ``backoff`` and
+        ``stall_timeout``; unset ones count as 0, 0 and the default stall timeout)."""
+        return cls(
+            retries=int(config.retries or 0),
+            backoff=float(config.backoff or 0.0),
+            max_backoff=max_backoff,
+            stall_timeout=float(config.stall_timeout or DEFAULT_STALL_TIMEOUT),
+        )
+
     def read_timeout(self, read_timeout: float | None) -> float:
         """The socket read timeout to use: ``read_timeout`` clipped to the stall deadline."""
         if read_timeout is None or read_timeout <= 0:  # "no limit" still may not hang

@@ -18,12 +18,7 @@ __all__ = ["media_timeout", "policy", "request_timeout", "sdk_retry"]
 
 def policy(config: GcsConfig) -> RetryPolicy:
     """The retry policy of the read loop."""
-    return RetryPolicy(
-        retries=int(config.retries or 0),
-        backoff=float(config.backoff or 0.0),
-        max_backoff=5.0,
-        stall_timeout=float(config.stall_timeout or 60.0),
-    )
+    return RetryPolicy.from_config(config, max_backoff=5.0)
 
 
 def request_timeout(config: GcsConfig) -> tuple[float, float]:

@@ -93,9 +93,4 @@ class HttpConfig:
 
 def policy(config: HttpConfig) -> RetryPolicy:
     """The retry policy of reads (``config`` resolved)."""
-    return RetryPolicy(
-        retries=int(config.retries or 0),
-        backoff=float(config.backoff or 0.0),
-        max_backoff=10.0,
-        stall_timeout=float(config.stall_timeout or DEFAULT_STALL_TIMEOUT),
-    )
+    return RetryPolicy.from_config(config, max_backoff=10.0)

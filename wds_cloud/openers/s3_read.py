@@ -76,12 +76,7 @@ def retryable(exc: BaseException) -> RetryableError | None:
 
 def policy(cfg: S3Config) -> RetryPolicy:
     """The retry policy of reads under ``cfg`` (resolved)."""
-    return RetryPolicy(
-        retries=int(cfg.retries or 0),
-        backoff=float(cfg.backoff or 0.0),
-        max_backoff=5.0,
-        stall_timeout=float(cfg.stall_timeout or 60.0),
-    )
+    return RetryPolicy.from_config(cfg, max_backoff=5.0)
 
 
 class _SmallReads:
