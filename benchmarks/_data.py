@@ -28,9 +28,11 @@ import hashlib
 import io
 import json
 import os
+import resource
 import shutil
 import tarfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -237,3 +239,37 @@ def run_conf(args: Any, quick: dict[str, Any], full: dict[str, Any]) -> dict[str
     if args.per_shard:
         conf["specs"] = {r: (n, args.per_shard) for r, (n, _) in conf["specs"].items()}
     return conf
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children (DataLoader workers)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What :func:`timed_passes` measured."""
+
+    samples: int
+    passes: int
+    counts: list[int]  # the distinct samples-per-pass seen (one value when every pass agrees)
+    wall_s: float
+    cpu_s: float
+
+
+def timed_passes(one_pass: Callable[[], int], min_seconds: float, max_passes: int = 100) -> Timed:
+    """Run ``one_pass`` (returns the samples it saw) until ``min_seconds`` or ``max_passes``."""
+    samples = passes = 0
+    counts = set()
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    while True:
+        n = one_pass()
+        counts.add(n)
+        samples += n
+        passes += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_seconds or passes >= max_passes:
+            break
+    return Timed(samples, passes, sorted(counts), elapsed, cpu_seconds() - cpu0)

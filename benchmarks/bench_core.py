@@ -124,12 +124,6 @@ def one_pass(pipeline: Any, mode: str) -> int:
     return n
 
 
-def _cpu_s() -> float:
-    self_ = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def peak_rss_mb() -> float:
     """Peak RSS of this process in MB (``VmHWM``: per address space, reset by ``exec``).
 
@@ -157,24 +151,13 @@ def measure(lib: str, regime: str, mode: str, urls: list[str], args: argparse.Na
     reset_peak_rss()
     pipeline = build(lib, mode, regime, urls)
     rss_built = peak_rss_mb()
-    passes = samples = 0
-    counts = set()
-    cpu0, t0 = _cpu_s(), time.perf_counter()
-    while True:
-        n = one_pass(pipeline, mode)
-        counts.add(n)
-        samples += n
-        passes += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= args.min_seconds or passes >= args.max_passes:
-            break
-    cpu = _cpu_s() - cpu0
+    timed = _data.timed_passes(lambda: one_pass(pipeline, mode), args.min_seconds, args.max_passes)
     return {
-        "samples": samples,
-        "passes": passes,
-        "samples_per_pass": sorted(counts),
-        "wall_s": elapsed,
-        "cpu_s": cpu,
+        "samples": timed.samples,
+        "passes": timed.passes,
+        "samples_per_pass": timed.counts,
+        "wall_s": timed.wall_s,
+        "cpu_s": timed.cpu_s,
         "rss_after_build_mb": rss_built,
         "peak_rss_mb": peak_rss_mb(),
         "children_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,

@@ -25,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,26 +77,22 @@ def build(lib: str, cell: Cell, urls: list[str]) -> Any:
 def worker(lib: str, cell: Cell, urls: list[str], min_seconds: float) -> dict[str, Any]:
     """Subprocess side: time passes until ``min_seconds``; return samples/s and the count."""
     pipeline = build(lib, cell, urls)
-    samples = passes = 0
-    counts = set()
-    t0 = time.perf_counter()
-    while True:
-        n = 0
-        for item in pipeline:
-            n += len(item[1]) if cell.loader else 1
-        counts.add(n)
-        samples += n
-        passes += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds or passes >= 100:
-            break
+
+    def one_pass() -> int:
+        return sum(len(item[1]) if cell.loader else 1 for item in pipeline)
+
+    timed = _data.timed_passes(one_pass, min_seconds)
     if lib.startswith("wds_cloud"):
         from wds_cloud.core.imagedecode import ImageHandler
 
         decoder = getattr(ImageHandler(cell.spec), "jpeg_decoder", "pil (no jpeg_decoder)")
     else:
         decoder = "pil"
-    return {"samples_per_s": samples / elapsed, "counts": sorted(counts), "decoder": decoder}
+    return {
+        "samples_per_s": timed.samples / timed.wall_s,
+        "counts": timed.counts,
+        "decoder": decoder,
+    }
 
 
 def run(lib: str, pythonpath: str, cell: Cell, urls: list[str], conf: dict[str, Any]) -> dict:

@@ -35,11 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,33 +93,14 @@ def build(variant: str, regime: str, urls: list[str]) -> Any:
     return lib.WebLoader(ds, batch_size=None, num_workers=workers)
 
 
-def _cpu_s() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def worker(variant: str, regime: str, urls: list[str], min_seconds: float) -> dict[str, Any]:
     """Subprocess side: time whole passes until ``min_seconds``."""
     loader = build(variant, regime, urls)
-    samples = passes = 0
-    counts = set()
-    cpu0, t0 = _cpu_s(), time.perf_counter()
-    while True:
-        n = 0
-        for batch in loader:
-            n += len(batch[1])
-        counts.add(n)
-        samples += n
-        passes += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds or passes >= 100:
-            break
-    cpu = _cpu_s() - cpu0
+    timed = _data.timed_passes(lambda: sum(len(batch[1]) for batch in loader), min_seconds)
     return {
-        "samples_per_s": samples / elapsed,
-        "cpu_us_per_sample": cpu / samples * 1e6,
-        "counts": sorted(counts),
+        "samples_per_s": timed.samples / timed.wall_s,
+        "cpu_us_per_sample": timed.cpu_s / timed.samples * 1e6,
+        "counts": timed.counts,
     }
 
 
