@@ -30,7 +30,7 @@ from wds_cloud.core.collate import torch_collate
 from wds_cloud.errors import ConfigError
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
-from wds_cloud.resume.loop import gather_states, local_state
+from wds_cloud.resume.loop import gather_states, local_state, tracking_on
 
 __all__ = ["DevicePrefetcher", "make_loader", "move_to_device"]
 
@@ -227,8 +227,6 @@ class ReadAhead:
         return gather_states(self._held) if self._gather else self._held
 
     def __iter__(self) -> Iterator[Any]:
-        from wds_cloud.resume.loop import tracking_on
-
         track = hasattr(self.loader, "state_dict") and tracking_on(self.loader)
         source = iter(self.loader)
         upcoming = next(source, _END)
