@@ -179,6 +179,35 @@ def list_pattern(
     return [u + query for u in found]
 
 
+def list_sizes(url: str, *, registry: OpenerRegistry | None = None) -> list[tuple[str, int | None]]:
+    """``(url, size)`` of every object a glob or ``/`` prefix matches, sorted by URL: what
+    :func:`list_pattern` lists with ``extensions=None``, with the sizes the backend's listing
+    gives (``list_sizes``: S3, GCS, AIStore), so sizing a prefix costs its listing only.
+
+    The size is None where the listing cannot tell it: a backend that lists names only (local
+    files: ``os.stat`` them), or a URL with a query (an AIStore ``?etl=`` returns other bytes
+    than the stored object's).
+
+    Raises:
+        ShardNotFoundError: nothing matches.
+        ConfigError: ``url`` is not a glob or prefix, its backend cannot list, or a listing
+            result that is not a URL of the listed scheme.
+    """
+    registry = registry or default_registry()
+    base, query = _split_query(url)
+    if url_scheme(url) == "pipe" or not _is_pattern(base):
+        raise ConfigError(f"list_sizes needs a glob or a prefix ending in '/': {redact_url(url)!r}")
+    sizer = getattr(registry.for_url(base), "list_sizes", None)
+    if query or url_scheme(base) == "file" or sizer is None:
+        return [(u, None) for u in list_pattern(url, registry=registry, extensions=None)]
+    listed = dict(sizer(_listing_prefix(base)))
+    found = _check_listed(sorted(listed), url_scheme(base), url)
+    out = [(u, listed[u]) for u in found if _matches(u, base)]
+    if not out:
+        raise ShardNotFoundError(f"no shards match {redact_url(url)!r}", url=url)
+    return out
+
+
 def _group_key(url: str) -> tuple[str, str, str]:
     """URLs that one listing call can answer: same scheme, same bucket, same query."""
     base, query = _split_query(url)

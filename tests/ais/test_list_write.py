@@ -44,6 +44,20 @@ def test_list_keeps_query_and_quotes_names(ais_emulator: AisEmulator, opener: Ai
     stream.close()
 
 
+def test_list_sizes_and_etl(ais_emulator: AisEmulator, opener: AisOpener) -> None:
+    """Sizes come with the listing; through an inline ETL they are unknown (None): the ETL
+    returns other bytes than the stored object's."""
+    ais_emulator.store.create_bucket("sz")
+    for i, n in enumerate((0, 1, 512, 70001)):
+        ais_emulator.store.put_object("sz", f"p/{i}.bin", b"q" * n)
+    assert opener.list_sizes("ais://sz/p/") == [
+        (f"ais://sz/p/{i}.bin", n) for i, n in enumerate((0, 1, 512, 70001))
+    ]
+    assert opener.list_sizes("ais://sz/p/?etl=up") == [
+        (f"ais://sz/p/{i}.bin?etl=up", None) for i in range(4)
+    ]
+
+
 def test_list_remote_provider(ais_emulator: AisEmulator, opener: AisOpener) -> None:
     ais_emulator.store.create_bucket("gbk", provider="gcp")
     ais_emulator.store.put_object("gbk", "s.tar", b"1", provider="gcp")

@@ -3,7 +3,9 @@
 ``list(prefix_url)`` returns exactly the objects stored under the prefix, as full URLs in the
 opener's own form, sorted (``Opener`` in :mod:`wds_cloud.openers.registry`; each backend's
 ``list`` docstring): nothing outside the prefix, no directory markers, nothing twice, and an
-empty list for a prefix nothing starts with.
+empty list for a prefix nothing starts with. An opener that also has ``list_sizes(url)`` returns
+the same URLs with each object's size, equal to its stored length and to the size one request
+for it announces (:func:`~wds_cloud.openers.rangefile.object_size`).
 
 To run it for a backend, subclass :class:`ListingContract` in a ``test_*.py`` module and
 provide a ``listing_case`` fixture returning a :class:`ListingCase`: the opener, ``put(name,
@@ -67,3 +69,22 @@ class ListingContract:
             name = next(n for n in names if stored.url(n) == url)
             with stored.opener.open(url) as stream:
                 assert stream.read() == name.encode() * (names.index(name) + 1)
+
+    def test_list_sizes_are_the_listed_urls_with_their_stored_sizes(
+        self, stored: ListingCase
+    ) -> None:
+        from wds_cloud.openers.rangefile import object_size
+        from wds_cloud.openers.registry import OpenerRegistry
+
+        if not hasattr(stored.opener, "list_sizes"):
+            pytest.skip("this backend lists names only (local files: os.stat)")
+        names = INSIDE + OUTSIDE
+        registry = OpenerRegistry()
+        scheme = stored.url("p/").split("://", 1)[0]
+        registry.register(scheme, stored.opener, override=True)
+        for prefix in ("p/", "p/c-", "p/zzz"):
+            got = stored.opener.list_sizes(stored.url(prefix))
+            assert [u for u, _ in got] == stored.opener.list(stored.url(prefix))
+            for url, size in got:
+                name = next(n for n in names if stored.url(n) == url)
+                assert size == len(name) * (names.index(name) + 1) == object_size(url, registry)

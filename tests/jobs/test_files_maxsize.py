@@ -149,3 +149,31 @@ def test_gs_prefix_is_cut_by_maxsize_as_the_local_tree(fake_gcs: Any, tmp_path):
                      maxsize=7000, maxcount=5, registry=registry)  # fmt: skip
     convert(str(tmp_path / "src"), str(tmp_path / "l" / "s-%03d.tar"), maxsize=7000, maxcount=5)
     assert digests(tmp_path / "r") == digests(tmp_path / "l") and len(remote.shards) > 8
+
+
+@pytest.mark.ais
+def test_ais_prefix_is_listed_once_and_sized_by_its_listing(ais_emulator: Any, tmp_path):
+    """The sizes that ``maxsize`` needs come with the prefix's one listing: the emulator sees
+    the listing's pages once (not once to tell the input kind and again to plan), no HEAD, and
+    one GET of each file (the task reading it); the shards are those of the local tree."""
+    from wds_cloud.openers.ais import AisOpener
+
+    tree = write_tree(tmp_path / "src", seed=23, samples=50)
+    ais_emulator.store.create_bucket("sized")
+    files = sorted(p for p in (tmp_path / "src").rglob("*") if p.is_file())
+    for path in files:
+        name = "raw/" + path.relative_to(tmp_path / "src").as_posix()
+        ais_emulator.store.put_object("sized", name, path.read_bytes())
+    registry = OpenerRegistry()
+    opener = AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0, page_size=40)
+    registry.register("ais", opener, override=True)
+    ais_emulator.requests.clear()
+    remote = convert("ais://sized/raw/", str(tmp_path / "r" / "s-%03d.tar"), maxsize=9000,
+                     registry=registry, manifest=False)  # fmt: skip
+    convert(str(tmp_path / "src"), str(tmp_path / "l" / "s-%03d.tar"), maxsize=9000)
+    assert digests(tmp_path / "r") == digests(tmp_path / "l") and len(remote.shards) > 5
+    assert got_samples(remote.shards) == as_samples(tree)
+    seen = collections.Counter((m, p.split("/")[2]) for m, p, _, _ in ais_emulator.requests)
+    pages = -(-len(files) // 40)
+    assert seen[("GET", "buckets")] == pages, seen
+    assert seen[("HEAD", "objects")] == 0 and seen[("GET", "objects")] == len(files), seen

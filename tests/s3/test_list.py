@@ -59,3 +59,44 @@ def test_list_shards_uses_the_s3_opener(
     assert found == [f"s3://{bucket}/val/shard-000000.tar"]
     globbed = list_shards(f"s3://{bucket}/train/shard-00000*.tar", registry=registry)
     assert globbed == [f"s3://{bucket}/train/shard-{i:06d}.tar" for i in range(10)]
+
+
+def test_list_sizes_of_a_glob_and_a_prefix(opener: S3Opener, raw_client: Any, bucket: str) -> None:
+    """``listing.list_sizes``: what ``list_pattern(extensions=None)`` lists, with the sizes the
+    listing carried (compared with each object's HEAD); a query or a local path gives None."""
+    import random
+
+    from wds_cloud.listing import list_pattern, list_sizes
+
+    rng = random.Random(5)
+    stored = {f"raw/{d}/k{i:03d}.{e}": rng.choice((0, 1, 511, 512, rng.randint(0, 70000)))
+              for i in range(60) for d in ("a", "b") for e in ("jpg", "json")}  # fmt: skip
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda kv: raw_client.put_object(Bucket=bucket, Key=kv[0],
+                                                       Body=b"z" * kv[1]), stored.items()))  # fmt: skip
+    registry = OpenerRegistry()
+    registry.register(
+        "s3", S3Opener(make_config(opener.config.endpoint_url, list_page_size=7)), override=True
+    )
+    for pattern in (f"s3://{bucket}/raw/", f"s3://{bucket}/raw/*/k01*.json"):
+        got = list_sizes(pattern, registry=registry)
+        assert [u for u, _ in got] == list_pattern(pattern, registry=registry, extensions=None)
+        for url, size in got:
+            key = url.split("/", 3)[3]
+            head = raw_client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+            assert size == stored[key] == head, url
+    assert len(list_sizes(f"s3://{bucket}/raw/", registry=registry)) == len(stored)
+    queried = list_sizes(f"s3://{bucket}/raw/a/?x=1", registry=registry)
+    assert len(queried) == 120 and {s for _, s in queried} == {None}
+    with pytest.raises(ShardNotFoundError, match="no shards match"):
+        list_sizes(f"s3://{bucket}/raw/*.png", registry=registry)
+
+
+def test_list_sizes_needs_a_pattern_and_leaves_local_sizes_to_stat(tmp_path: Any) -> None:
+    from wds_cloud.errors import ConfigError
+    from wds_cloud.listing import list_sizes
+
+    (tmp_path / "a.bin").write_bytes(b"abc")
+    assert list_sizes(f"{tmp_path}/") == [(str(tmp_path / "a.bin"), None)]
+    with pytest.raises(ConfigError, match="glob or a prefix"):
+        list_sizes(f"{tmp_path}/a.bin")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -41,15 +41,17 @@ _SIZE_BATCH = 256  # objects sized per engine task
 _SIZE_THREADS = 16  # size requests in flight per engine task
 
 
-def _remote_files(prefix: str, registry: OpenerRegistry) -> list[tuple[str, str, str, str]]:
-    """``(key, ext, url, url)`` for every object under ``prefix`` (keys relative to it),
-    sorted by (key, ext) as a directory's files are (URL order differs: ``x-1.jpg`` < ``x.jpg``)."""
-    from wds_cloud.cli.create import _split
-    from wds_cloud.listing import list_pattern
+Listed = list[tuple[str, "int | None"]]  # (url, size when the listing gave it)
 
-    listed = list_pattern(prefix, registry=registry, extensions=None)
+
+def _remote_files(prefix: str, listed: Listed) -> list[tuple[str, str, str, str]]:
+    """``(key, ext, url, url)`` for every object ``listed`` under ``prefix`` (keys relative to
+    it), sorted by (key, ext) as a directory's files are (URL order differs: ``x-1.jpg`` <
+    ``x.jpg``)."""
+    from wds_cloud.cli.create import _split
+
     out = []
-    for url in listed:
+    for url, _ in listed:
         rel = url[len(prefix) :]
         key, ext = _split(rel, url)
         out.append((key, ext, url, url))
@@ -57,15 +59,21 @@ def _remote_files(prefix: str, registry: OpenerRegistry) -> list[tuple[str, str,
     return out
 
 
-def file_samples(source: str, registry: OpenerRegistry) -> list[tuple[str, list[tuple[str, str]]]]:
+def file_samples(
+    source: str, registry: OpenerRegistry, listed: Listed | None = None
+) -> list[tuple[str, list[tuple[str, str]]]]:
     """``(key, [(ext, url)...])`` per sample of a directory or object prefix, checked as
-    ``wds-cloud create`` checks (a key seen again later, a repeated extension: errors)."""
+    ``wds-cloud create`` checks (a key seen again later, a repeated extension: errors).
+    ``listed``: the prefix's listing when the caller has it (else it is listed here)."""
     from wds_cloud.cli.create import _group, directory_members
 
     if url_scheme(source) == "file":
         members = [(k, e, None, where) for k, e, _, where in directory_members(source)]
     else:
-        members = [(k, e, None, url) for k, e, url, _ in _remote_files(source, registry)]
+        from wds_cloud.listing import list_sizes
+
+        listed = list_sizes(source, registry=registry) if listed is None else listed
+        members = [(k, e, None, url) for k, e, url, _ in _remote_files(source, listed)]
     samples = [(group[0][0], [(m[1], m[3]) for m in group]) for group in _group(members)]
     if not samples:
         raise ConfigError(f"convert: nothing to convert: {source!r} holds no files")
@@ -82,20 +90,29 @@ def _size_batch(urls: list[str], registry: OpenerRegistry | None) -> list[int]:
         return list(pool.map(lambda u: object_size(u, registry), urls))
 
 
-def file_sizes(urls: Sequence[str], engine: Engine, registry: OpenerRegistry | None) -> list[int]:
-    """The size of every file: ``os.stat`` for local files; for objects (whose listing through
-    the openers gives names only) one size request each, in batches run on ``engine``.
+def file_sizes(
+    urls: Sequence[str],
+    engine: Engine,
+    registry: OpenerRegistry | None,
+    known: Mapping[str, int | None] | None = None,
+) -> list[int]:
+    """The size of every file: ``os.stat`` for local files; for objects, the size their
+    listing gave (``known``: S3, GCS and AIStore listings carry sizes), else one size request
+    each, in batches run on ``engine``.
 
     Raises:
         WdsCloudError: naming the objects that could not be sized (a missing object...).
     """
     from wds_cloud.jobs.runner import raise_failures
 
+    known = known or {}
     out: list[int | None] = [None] * len(urls)
     remote = []
     for i, url in enumerate(urls):
         if url_scheme(url) == "file":
             out[i] = os.path.getsize(url)
+        elif known.get(url) is not None:
+            out[i] = known[url]
         else:
             remote.append(i)
     batches = [remote[lo : lo + _SIZE_BATCH] for lo in range(0, len(remote), _SIZE_BATCH)]
@@ -141,30 +158,33 @@ def _is_parquet_name(url: str) -> bool:
     return url.split("?", 1)[0].lower().endswith(_PARQUET)
 
 
-def _kind(source: Any, registry: OpenerRegistry) -> str:
+def _kind(source: Any, registry: OpenerRegistry) -> tuple[str, Listed | None]:
+    """The input kind of ``source``, and the listing of a remote prefix when one was made to
+    tell (planning the files reuses it: a prefix is listed once)."""
     from wds_cloud.jobs.parquet import is_parquet
 
     if not isinstance(source, str):
         names = list(source) if isinstance(source, list | tuple) else []
         if names and all(isinstance(u, str) and _is_parquet_name(u) for u in names):
-            return "parquet"
-        return "shards"
+            return "parquet", None
+        return "shards", None
     if url_scheme(source) == "file":
         if os.path.isdir(source) or (os.path.isfile(source) and source.endswith(_PARQUET)):
-            return "parquet" if is_parquet(source) else "files"
-        return "shards"
+            return ("parquet" if is_parquet(source) else "files"), None
+        return "shards", None
     if _is_parquet_name(source):
-        return "parquet"  # one object, or a glob of them
+        return "parquet", None  # one object, or a glob of them
     if source.endswith("/"):
-        from wds_cloud.listing import list_pattern
+        from wds_cloud.listing import list_sizes
 
-        listed = _data_names(list_pattern(source, registry=registry, extensions=None))
-        if listed and all(u.lower().endswith(_SHARD_SUFFIXES) for u in listed):
-            return "shards"
-        if listed and all(u.lower().endswith(_PARQUET) for u in listed):
-            return "parquet"
-        return "files"
-    return "shards"
+        listed = list_sizes(source, registry=registry)
+        names = _data_names([u for u, _ in listed])
+        if names and all(u.lower().endswith(_SHARD_SUFFIXES) for u in names):
+            return "shards", None
+        if names and all(u.lower().endswith(_PARQUET) for u in names):
+            return "parquet", None
+        return "files", listed
+    return "shards", None
 
 
 def convert(
@@ -207,7 +227,7 @@ def convert(
     started = time.monotonic()
     check_pattern(output)
     reg = registry or default_registry()
-    kind = _kind(source, reg) if kind == "auto" else kind
+    kind, listed = _kind(source, reg) if kind == "auto" else (kind, None)
     runner = make_engine(engine, address=address)
     ops = Ops(map=map, select=select, registry=registry, pattern=output, writer_kw=writer_kw or {})
     if kind == "shards":
@@ -235,11 +255,16 @@ def convert(
             raise ConfigError("convert: maxsize is not supported for Parquet input; use maxcount")
         sources: list[Any] = plan_parquet(source, maxcount, key, columns, registry)
     elif kind == "files":
-        samples = file_samples(source, reg)
+        if listed is None and url_scheme(source) != "file":
+            from wds_cloud.listing import list_sizes
+
+            listed = list_sizes(source, registry=reg)
+        samples = file_samples(source, reg, listed)
         sizes: list[int] = [0] * len(samples)
         if maxsize is not None:
             urls = [url for _, members in samples for _, url in members]
-            sizes = sample_tar_sizes(samples, file_sizes(urls, runner, registry))
+            known = dict(listed or ())
+            sizes = sample_tar_sizes(samples, file_sizes(urls, runner, registry, known))
         groups = group_samples(sizes, maxcount=maxcount, maxsize=maxsize)
         sources = [
             FilesSource(tuple((k, tuple(m)) for k, m in samples[lo:hi])) for lo, hi in groups

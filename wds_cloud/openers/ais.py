@@ -330,8 +330,11 @@ class AisOpener:
         )
 
     # list ------------------------------------------------------------------------------------
-    def list(self, url: str) -> list[str]:
-        """Every object under ``ais://bucket/prefix`` as full URLs, sorted, all pages.
+    def list_sizes(self, url: str) -> list[tuple[str, int | None]]:
+        """``(url, size in bytes)`` of every object under ``ais://bucket/prefix``, sorted by
+        name, all pages; the sizes come with the listing (``props="name,size"``). Through an
+        inline ETL (``?etl=``) the size is None: the listing gives the stored object's size,
+        not the size of what the ETL will return.
 
         The URL's query (``?provider=..&etl=..``) is kept on every returned URL.
 
@@ -347,10 +350,20 @@ class AisOpener:
             entries = bucket.list_objects_iter(
                 prefix=target.name, props="name,size", page_size=self.config.page_size
             )
-            names = [e.name for e in entries]
+            named = [(e.name, int(e.size or 0)) for e in entries]
         except Exception as exc:
             raise self.translate_error(exc, url=target.url, action="list", etl=target.etl) from exc
-        return [f"ais://{target.bucket}/{quote(n, safe=_SAFE)}{suffix}" for n in names]
+        urls = [f"ais://{target.bucket}/{quote(n, safe=_SAFE)}{suffix}" for n, _ in named]
+        if target.etl:
+            return [(u, None) for u in urls]
+        return [(u, size) for u, (_, size) in zip(urls, named, strict=True)]
+
+    def list(self, url: str) -> list[str]:
+        """Every object under ``ais://bucket/prefix`` as full URLs, sorted, all pages.
+
+        See :meth:`list_sizes`, which this is without the sizes.
+        """
+        return [u for u, _ in self.list_sizes(url)]
 
     # write -----------------------------------------------------------------------------------
     def create(self, url: str) -> AisWriter:

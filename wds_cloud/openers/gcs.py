@@ -290,8 +290,9 @@ class GcsOpener:
 
     # -- listing and writing --------------------------------------------------------------
 
-    def list(self, url: str) -> list[str]:
-        """All object URLs under the prefix ``gs://bucket/prefix`` (every page).
+    def list_sizes(self, url: str) -> list[tuple[str, int]]:
+        """``(url, size in bytes)`` of every object under the prefix ``gs://bucket/prefix``,
+        every page, in the listing's (lexicographic) order; the sizes come with the listing.
 
         Raises:
             ShardNotFoundError: the bucket does not exist.
@@ -308,7 +309,9 @@ class GcsOpener:
                 timeout=request_timeout(self.config),
                 retry=sdk_retry(self.config),
             )
-            return [f"{parsed.scheme}://{parsed.bucket}/{blob.name}" for blob in blobs]
+            return [
+                (f"{parsed.scheme}://{parsed.bucket}/{b.name}", int(b.size or 0)) for b in blobs
+            ]
         except Exception as exc:
             error = self.translate_error(exc, url=url)
             if isinstance(error, ShardNotFoundError):  # listing 404s only for the bucket
@@ -316,6 +319,13 @@ class GcsOpener:
                     f"GCS bucket {parsed.bucket!r} does not exist", url=url
                 ) from exc
             raise error from exc
+
+    def list(self, url: str) -> list[str]:
+        """All object URLs under the prefix ``gs://bucket/prefix`` (every page).
+
+        See :meth:`list_sizes`, which this is without the sizes.
+        """
+        return [u for u, _ in self.list_sizes(url)]
 
     def create(self, url: str, *, content_type: str | None = None) -> Any:
         """A writable stream uploading to ``url``; ``close()`` commits, ``abort()`` discards.

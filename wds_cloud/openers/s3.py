@@ -269,8 +269,9 @@ class S3Opener:
 
     # -- listing ---------------------------------------------------------------------------
 
-    def list(self, url: str, *, page_size: int | None = None) -> list[str]:
-        """Every object under the prefix ``url`` as full ``s3://bucket/key`` URLs, sorted.
+    def list_sizes(self, url: str, *, page_size: int | None = None) -> list[tuple[str, int]]:
+        """``(url, size in bytes)`` of every object under the prefix ``url``, sorted by URL
+        (the sizes come with the listing: no request per object).
 
         ``s3://bucket/dir/`` lists a "directory" recursively, ``s3://bucket/dir/train-`` every key
         starting with that prefix, ``s3://bucket`` the whole bucket. All pages are read; keys
@@ -283,7 +284,7 @@ class S3Opener:
         bucket, prefix = split_s3_url(url)
         size = page_size or self.config.list_page_size
         paginator = self.client().get_paginator("list_objects_v2")
-        out: list[str] = []
+        out: list[tuple[str, int]] = []
         try:
             pages = paginator.paginate(
                 Bucket=bucket,
@@ -294,11 +295,18 @@ class S3Opener:
             for page in pages:
                 for item in page.get("Contents", ()):
                     if not item["Key"].endswith("/"):
-                        out.append(f"s3://{bucket}/{item['Key']}")
+                        out.append((f"s3://{bucket}/{item['Key']}", int(item["Size"])))
         except Exception as exc:
             raise self.translate_error(exc, url=url) from exc
         out.sort()
         return out
+
+    def list(self, url: str, *, page_size: int | None = None) -> list[str]:
+        """Every object under the prefix ``url`` as full ``s3://bucket/key`` URLs, sorted.
+
+        See :meth:`list_sizes`, which this is without the sizes.
+        """
+        return [u for u, _ in self.list_sizes(url, page_size=page_size)]
 
     # -- writing ---------------------------------------------------------------------------
 
