@@ -233,6 +233,14 @@ def test_cli_reshard_and_verify_json(inputs, tmp_path):
     proc = _cli("verify", *report["shards"], "--json")
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0 and json.loads(stdout)["corrupt"] == []
+    bad = report["shards"][1]
+    blob = bytearray(Path(bad).read_bytes())
+    blob[148:156] = b"0000000\0"  # the first header's checksum
+    Path(bad).write_bytes(bytes(blob))
+    proc = _cli("verify", *report["shards"])
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and bad in stdout + stderr, stdout + stderr
+    assert "2 of 3 shards OK" in stdout
     proc = _cli("reshard", *inputs, "-o", str(out))
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "--maxcount, --maxsize or --nshards" in stderr
