@@ -16,6 +16,10 @@ started and warmed up before the clock starts) and does the same work on the sam
   ``write_dataset``.
 - **reshard**: new shards of 1,000 samples (wds_cloud ``reshard``), and with ``--shuffle``
   a seeded global shuffle (Ray Data: ``random_shuffle()`` + ``repartition``).
+- **convert**: the same samples as a directory of files grouped by key (``k.jpg``, ``k.cls``,
+  ``k.json``, written once next to the shards) into shards of 1,000 samples (wds_cloud
+  ``convert``; Ray Data: ``read_binary_files(include_paths=True)``, one row per file grouped
+  by key with ``groupby().map_groups()``, ``repartition`` + ``write_webdataset``).
 
 Reported: samples/s, MB/s of input, and peak RSS of the driver and of the busiest Ray worker
 (``VmHWM`` of every worker process, read before Ray shuts down). Client, workers and disk share
@@ -91,13 +95,19 @@ def run_one(contender: str, job: str, cpus: int, paths: list[str], out: str) -> 
 
     pattern = os.path.join(out, "o-%06d.tar")
     os.makedirs(out, exist_ok=True)
+    files = _files_dir(paths)
     started = time.perf_counter()
-    if contender in ("local", "wds_cloud-ray"):
-        from wds_cloud.jobs import map_shards, reshard
+    if job == "convert" and contender == "ray.data webdataset":
+        assert ray is not None
+        _ray_data_convert(ray, files, out, _nshards(paths))
+    elif contender in ("local", "wds_cloud-ray"):
+        from wds_cloud.jobs import convert, map_shards, reshard
 
         engine = "ray" if ray else "local"
         if job == "map":
             map_shards(paths, pattern, _fn, engine=engine, manifest=False)
+        elif job == "convert":
+            convert(files, pattern, maxcount=1000, engine=engine, manifest=False)
         else:
             reshard(
                 paths,
@@ -138,6 +148,46 @@ def run_one(contender: str, job: str, cpus: int, paths: list[str], out: str) -> 
     }
 
 
+def _files_dir(paths: list[str]) -> str:
+    """The samples of ``paths`` as files grouped by key, in a folder next to the shards
+    (written once; a ``files.done`` marker beside it says it is complete)."""
+    import tarfile
+
+    folder = os.path.join(os.path.dirname(paths[0]), "files")
+    if not os.path.exists(folder + ".done"):
+        os.makedirs(folder, exist_ok=True)
+        for path in paths:
+            with tarfile.open(path) as tar:
+                for member in tar:
+                    data = tar.extractfile(member)
+                    assert data is not None
+                    with open(os.path.join(folder, member.name.replace("/", "_")), "wb") as f:
+                        f.write(data.read())
+        open(folder + ".done", "w").close()
+    return folder
+
+
+def _ray_data_convert(ray: Any, folder: str, out: str, nshards: int) -> None:
+    """Files grouped by key into shards with Ray Data's own operators."""
+    import numpy as np
+
+    def split(row: dict[str, Any]) -> dict[str, Any]:
+        name = os.path.basename(row["path"])
+        key, _, ext = name.partition(".")
+        return {"__key__": key, "ext": ext, "data": row["bytes"]}
+
+    def combine(group: dict[str, Any]) -> dict[str, Any]:
+        sample = {"__key__": np.array([group["__key__"][0]])}
+        for ext, data in zip(group["ext"], group["data"], strict=True):
+            sample[str(ext)] = np.array([data], dtype=object)
+        return sample
+
+    names = [os.path.join(folder, n) for n in sorted(os.listdir(folder))]
+    ds = ray.data.read_binary_files(names, include_paths=True).map(split)
+    ds = ds.groupby("__key__").map_groups(combine, batch_format="numpy")
+    ds.repartition(nshards).write_webdataset(out, encoder=None)
+
+
 def _nshards(paths: list[str]) -> int:
     return max(1, int(os.environ.get("BENCH_SAMPLES", "0")) // 1000) or len(paths)
 
@@ -147,7 +197,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--per-shard", type=int, default=500)
     parser.add_argument("--root", default="bench_data")
-    parser.add_argument("--jobs", default="map,reshard,shuffle")
+    parser.add_argument("--jobs", default="map,reshard,shuffle,convert")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # contender job cpus out
     args = parser.parse_args()
     data = ensure(DataSpec("small", args.shards, args.per_shard), args.root, log=print)
@@ -168,8 +218,8 @@ def main() -> None:
     env = {**os.environ, "BENCH_SAMPLES": str(data.samples)}
     for job in args.jobs.split(","):
         for contender, cpus in contenders:
-            if contender == "wds_cloud.ray" and job == "reshard":
-                continue  # same as map without the function: nothing new to measure
+            if contender == "wds_cloud.ray" and job in ("reshard", "convert"):
+                continue  # reshard: map without the function; convert: no files reader
             out = tempfile.mkdtemp(prefix="bench-ray-")
             try:
                 proc = subprocess.run(
