@@ -15,7 +15,8 @@ import pytest
 
 from tests.resume.helpers import assert_exactly_once, write_shards
 from tests.resume.test_elastic import run_ranks
-from wds_cloud.resume.worker_windows import adopted, merge_windows
+from wds_cloud.resume.merge import merge_windows
+from wds_cloud.resume.worker_windows import adopted
 
 pytestmark = pytest.mark.slow
 

@@ -151,10 +151,11 @@ class RandomMix:
                 d.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
-        if self.__dict__.get("_resume_emit"):  # a DataLoader's dataset under a WebLoader
-            from wds_cloud.resume.mixing import emit
-
-            return emit(self)
+        emit = self.__dict__.get("_resume_emit")
+        if emit:  # a DataLoader's dataset under a WebLoader, which set the function emitting
+            # the tagged pass (resume.tracked.emit_mix: resume imports this module, not back)
+            tagged: Iterator[Any] = emit(self)
+            return tagged
         state = self.__dict__.pop("_resume_pending", None)
         if state is None:
             self._finish_unread()

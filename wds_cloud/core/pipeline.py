@@ -16,30 +16,11 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, Self
 
+from wds_cloud.core.pipeline_base import PipelineBase, invoke_stage
 from wds_cloud.errors import ConfigError
 
 
-def invoke_stage(f: Any, *src: Any) -> Iterator[Any]:
-    """Run one pipeline stage on ``src`` (nothing for the first stage).
-
-    Raises:
-        ConfigError: ``f`` is not a valid stage.
-    """
-    result: Iterator[Any]
-    if hasattr(f, "run") and not isinstance(f, type):
-        result = f.run(*src)
-        return result
-    if isinstance(f, list):
-        return iter(f)
-    if not src and hasattr(f, "__iter__"):
-        return iter(f)
-    if callable(f):
-        result = f(*src)
-        return result
-    raise ConfigError(f"{f!r} is not a valid pipeline stage (need a callable, iterable or .run)")
-
-
-class DataPipeline:
+class DataPipeline(PipelineBase):
     """A pipeline of stages, iterated lazily; each ``iter()`` runs the stages afresh.
 
     Args:

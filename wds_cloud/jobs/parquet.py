@@ -14,16 +14,44 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardReadError
-from wds_cloud.jobs.sources import ParquetSource
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, url_scheme
 from wds_cloud.redact import redact_url
 
 _BATCH_ROWS = 256
 _SUFFIX = ".parquet"
+
+
+@dataclass(frozen=True)
+class ParquetSource:
+    """Rows ``[start, stop)`` of a Parquet file; each row is a sample.
+
+    Attributes:
+        path: the Parquet file (a local path or any URL the registry reads ranges of).
+        start: first row.
+        stop: row after the last.
+        key: the column holding the sample key; None: ``<file stem>/<row number>``.
+        columns: the columns written as members (None: all but ``key``).
+        size: the file's size in bytes when the plan knows it (remote files: no size request
+            per task).
+    """
+
+    path: str
+    start: int
+    stop: int
+    key: str | None = None
+    columns: tuple[str, ...] | None = None
+    size: int | None = None
+
+    def describe(self) -> Any:
+        return [self.path, self.start, self.stop, self.key, self.columns, self.size]
+
+    def read(self, registry: OpenerRegistry) -> Iterator[tuple[dict[str, Any], int]]:
+        yield from read_rows(self, registry)
 
 
 def _pq() -> Any:
@@ -201,4 +229,11 @@ def _rows(file: Any, source: ParquetSource, stem: str) -> Iterator[tuple[dict[st
             return
 
 
-__all__ = ["is_parquet", "open_parquet", "parquet_files", "plan_parquet", "read_rows"]
+__all__ = [
+    "ParquetSource",
+    "is_parquet",
+    "open_parquet",
+    "parquet_files",
+    "plan_parquet",
+    "read_rows",
+]

@@ -6,7 +6,7 @@
 - :class:`ShardSource`: one whole shard, streamed (``map``).
 - :class:`FilesSource`: files grouped by key (``convert`` from a directory or object prefix).
 - :class:`ParquetSource`: a row range of one Parquet file, local or at any URL (``convert``
-  from Parquet).
+  from Parquet); defined in :mod:`wds_cloud.jobs.parquet` beside the code that reads it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from wds_cloud.jobs.parquet import ParquetSource
 from wds_cloud.openers.registry import OpenerRegistry
 
 Sample = dict[str, Any]
@@ -122,36 +123,6 @@ def _read_file(registry: OpenerRegistry, url: str) -> bytes:
         return bytes(stream.read())
     finally:
         stream.close()
-
-
-@dataclass(frozen=True)
-class ParquetSource:
-    """Rows ``[start, stop)`` of a Parquet file; each row is a sample.
-
-    Attributes:
-        path: the Parquet file (a local path or any URL the registry reads ranges of).
-        start: first row.
-        stop: row after the last.
-        key: the column holding the sample key; None: ``<file stem>/<row number>``.
-        columns: the columns written as members (None: all but ``key``).
-        size: the file's size in bytes when the plan knows it (remote files: no size request
-            per task).
-    """
-
-    path: str
-    start: int
-    stop: int
-    key: str | None = None
-    columns: tuple[str, ...] | None = None
-    size: int | None = None
-
-    def describe(self) -> Any:
-        return [self.path, self.start, self.stop, self.key, self.columns, self.size]
-
-    def read(self, registry: OpenerRegistry) -> Iterator[tuple[Sample, int]]:
-        from wds_cloud.jobs.parquet import read_rows
-
-        yield from read_rows(self, registry)
 
 
 Source = SpanSource | ShardSource | FilesSource | ParquetSource

@@ -10,6 +10,7 @@ simply not delivered yet and are read again, by their byte ranges, on resume.
 
 from __future__ import annotations
 
-from wds_cloud.resume.state import STATE_FORMAT, merge_states
+from wds_cloud.resume.merge import merge_states
+from wds_cloud.resume.state import STATE_FORMAT
 
 __all__ = ["STATE_FORMAT", "merge_states"]

@@ -33,7 +33,7 @@ from wds_cloud.core.shards import (
     _draw_seed,
     worker_info,
 )
-from wds_cloud.resume.reader import Pair, read_item
+from wds_cloud.resume.reader import Pair, read_item, reader_options
 from wds_cloud.resume.state import (
     STATE_FORMAT,
     Ledger,
@@ -137,8 +137,6 @@ class ResampledSource:
 
     def pairs(self, ctx: dict[str, Any]) -> Iterator[Pair]:
         """Read this reader's draws (after those ``ctx["resume"]`` delivered) as pairs."""
-        from wds_cloud.resume.source import reader_options
-
         state = ctx.get("resume")
         ctx["resume"] = None  # one pass only
         shards = self.shards
@@ -215,27 +213,3 @@ def resampled_source(prefix: list[Any], reader: FilterFunction, after: int) -> A
         else:
             return None
     return ResampledSource(shards, tally, reader, after)
-
-
-def merge_draws(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """Merge the resampled states of several ranks taken at the same step (their readers'
-    draws are disjoint: each is keyed by rank and worker).
-
-    Raises:
-        ConfigError: the states are of different epochs or seeds, or not all resampled.
-    """
-    from wds_cloud.errors import ConfigError
-
-    first = states[0]
-    for other in states[1:]:
-        for key in ("resampled", "epoch", "seed"):
-            if other.get(key) != first.get(key):
-                raise ConfigError(
-                    f"merge_draws: states differ in {key!r} ({first.get(key)!r} vs "
-                    f"{other.get(key)!r}); save them at the same step of the same run"
-                )
-    merged = {k: v for k, v in first.items() if k != "reader"}
-    merged["delivered"] = sum(int(s.get("delivered", 0)) for s in states)
-    merged["generation"] = max(int(s.get("generation", 0)) for s in states)
-    merged["draws"] = dict(sorted((r, d) for s in states for r, d in s["draws"].items()))
-    return merged

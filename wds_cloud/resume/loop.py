@@ -8,6 +8,10 @@ of what it delivered. Under it, tracked sources produce ``(item, tags)`` pairs:
 - a pipeline whose first stage is another resumable pipeline runs on that one's pairs;
 - a ``WebLoader`` (a pipeline over a ``DataLoader``) tells its dataset to emit
   :class:`~wds_cloud.resume.track.Tagged` values in the workers and unwraps them.
+
+This module is the entry (``DataPipeline`` calls it); what is under the top is found by
+:mod:`wds_cloud.resume.walk`, and the pairs are made and delivered by
+:mod:`wds_cloud.resume.tracked`.
 """
 
 from __future__ import annotations
@@ -16,135 +20,31 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from wds_cloud.core.pipeline_base import PipelineBase
 from wds_cloud.errors import ConfigError
-from wds_cloud.resume.source import ShardSource, find_source
-from wds_cloud.resume.state import STATE_FORMAT, Ledger, check_state, merge_states
-from wds_cloud.resume.track import Tagged, TaggedCollate, flat, run_stages
-from wds_cloud.settings import env_bool
+from wds_cloud.resume.merge import merge_mixes, merge_states, merge_windows
+from wds_cloud.resume.mixing import fresh_state, load_finished, run
+from wds_cloud.resume.state import STATE_FORMAT, check_state
+from wds_cloud.resume.track import Tagged
+from wds_cloud.resume.tracked import deliver, pairs
+from wds_cloud.resume.walk import enabled, innermost, is_windowed, loader_dataset, locate
+from wds_cloud.resume.window import nested, run_nested, why_not, windowed
+from wds_cloud.resume.worker_windows import (
+    emit_windows,
+    loader_of,
+    loader_window,
+    next_windows,
+    run_loader_windows,
+)
 
 log = logging.getLogger(__name__)
-
-
-def _loader_dataset(stage: Any) -> Any:
-    """The dataset of a torch DataLoader stage, or None."""
-    if type(stage).__name__ in ("DataLoader", "StatefulDataLoader") and hasattr(stage, "dataset"):
-        return stage.dataset
-    return None
-
-
-def _pipeline_type() -> type:
-    from wds_cloud.core.pipeline import DataPipeline
-
-    return DataPipeline
-
-
-def tracking_on(p: Any) -> bool:
-    """Whether resume tracking is on for ``p``: ``p.resumable`` and ``$WDS_CLOUD_RESUMABLE``
-    (a boolean, default true)."""
-    return bool(getattr(p, "resumable", True)) and bool(env_bool("WDS_CLOUD_RESUMABLE", True))
-
-
-def enabled(p: Any) -> bool:
-    """Whether ``p`` is iterated with tracking."""
-    if not tracking_on(p):
-        return False
-    if innermost(p) is not None:
-        return True
-    from wds_cloud.resume.mixing import locate
-
-    return locate(p) is not None
-
-
-def _windowed(p: Any) -> bool:
-    """Whether ``p`` has ``with_epoch``/``repeat`` (resumable only on the object iterated)."""
-    return bool(p.repetitions != 1 or p.nsamples >= 0)
-
-
-def innermost(p: Any, window_ok: bool | None = None) -> tuple[Any, ShardSource] | None:
-    """The pipeline holding the shard source under ``p``, and that source.
-
-    A ``with_epoch``/``repeat`` window is allowed on ``p`` and on one pipeline under it when
-    only lazy stages are above that one (``window_ok``: whether one may still come; see
-    :func:`~wds_cloud.resume.window.nested`)."""
-    if not p.pipeline:
-        return None
-    if window_ok is None:
-        window_ok = not _windowed(p)
-    first = p.pipeline[0]
-    pipeline_type = _pipeline_type()
-    if isinstance(first, pipeline_type):
-        from wds_cloud.resume.window import lazy
-
-        ok = window_ok and lazy(p.pipeline[1:])
-        if not enabled(first) or (_windowed(first) and not ok):
-            return None
-        return innermost(first, ok and not _windowed(first))
-    dataset = _loader_dataset(first)
-    if dataset is not None:
-        if not isinstance(dataset, pipeline_type) or not enabled(dataset):
-            return None
-        if _windowed(dataset) and not window_ok:
-            return None  # a window per worker (worker_windows.emit_windows): not under another
-        return innermost(dataset)
-    source = find_source(p.pipeline)
-    return None if source is None else (p, source)
-
-
-def pairs(p: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
-    """``(item, tags)`` pairs of one pass of ``p``."""
-    first = p.pipeline[0]
-    if isinstance(first, _pipeline_type()):
-        src = pairs(first, ctx)
-        rest = p.pipeline[1:]
-    elif _loader_dataset(first) is not None:
-        src = _loader_pairs(first, ctx)
-        rest = p.pipeline[1:]
-        if ctx.get("mix_ledger") is not None:
-            from wds_cloud.resume.mixing import boundary
-
-            src = boundary(src, ctx["mix_ledger"])
-    elif type(first).__name__ == "RandomMix":
-        from wds_cloud.resume.mixing import boundary, mix_pairs
-
-        src = mix_pairs(first, ctx)
-        if ctx.get("mix_ledger") is not None:
-            src = boundary(src, ctx["mix_ledger"])
-        rest = p.pipeline[1:]
-    else:
-        found = innermost(p)
-        assert found is not None
-        source = found[1]
-        src = source.pairs(ctx)
-        rest = p.pipeline[source.after :]
-    sub = dict(ctx, place=f"{ctx.get('place', '')}/{type(p).__name__}")
-    return run_stages(rest, src, sub)
-
-
-def _loader_pairs(loader: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
-    dataset = loader.dataset
-    dataset._resume_emit = True
-    dataset._resume_ctx = {k: v for k, v in ctx.items() if k != "mix_ledger"}
-    dataset._resume_ctx["place"] = "worker"
-    if not isinstance(loader.collate_fn, TaggedCollate):
-        loader.collate_fn = TaggedCollate(loader.collate_fn)
-    if ctx.get("resume") is not None and getattr(loader, "_iterator", None) is not None:
-        # persistent workers hold a copy of the dataset made before the state was loaded
-        loader._iterator._shutdown_workers()
-        loader._iterator = None
-    for value in loader:
-        if isinstance(value, Tagged):
-            yield value.item, value.tags
-        else:
-            yield value, []
 
 
 def emit(p: Any) -> Iterator[Tagged]:
     """One pass of ``p`` inside a DataLoader worker: values with their tags."""
     ctx = getattr(p, "_resume_ctx", None) or {}
-    if _windowed(p):  # the dataset's own window, one per worker
-        from wds_cloud.resume.worker_windows import emit_windows
-
-        yield from emit_windows(p, ctx, pairs)
+    if is_windowed(p):  # the dataset's own window, one per worker
+        yield from emit_windows(p, ctx)
         return
     for item, tags in pairs(p, ctx):
         yield Tagged(item, tags)
@@ -155,10 +55,10 @@ def _persistent(p: Any) -> bool:
     node = p
     while node is not None and node.pipeline:
         first = node.pipeline[0]
-        dataset = _loader_dataset(first)
+        dataset = loader_dataset(first)
         if dataset is not None:
             return bool(getattr(first, "persistent_workers", False))
-        node = first if isinstance(first, _pipeline_type()) else None
+        node = first if isinstance(first, PipelineBase) else None
     return False
 
 
@@ -166,14 +66,10 @@ def iterate(p: Any) -> Iterator[Any]:
     """Tracked iteration of the top-level ``p``: one pass, or a ``with_epoch``/``repeat``
     window of passes (:func:`~wds_cloud.resume.window.windowed`)."""
     state = p.__dict__.pop("_resume_pending", None)
-    from wds_cloud.resume.mixing import locate, run
-    from wds_cloud.resume.window import nested, run_nested, windowed
-    from wds_cloud.resume.worker_windows import loader_window, run_loader_windows
-
     mixed = locate(p)
     if mixed is not None:
         return run(p, mixed, state)
-    if _windowed(p):
+    if is_windowed(p):
         return windowed(p, state, run_pass)
     inner = nested(p)
     if inner is not None:
@@ -214,33 +110,7 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     if state is not None:
         ledger.load(state)
     p._resume_ledger = ledger
-    return _deliver(p, ledger, {**header, "resume": state}, follow, epoch)
-
-
-def _deliver(p: Any, ledger: Ledger, ctx: dict[str, Any], follow: Any, epoch: int) -> Iterator[Any]:
-    src = pairs(p, ctx)
-    if follow is not None:
-        for item, tags in src:
-            follow.epoch = epoch + 1  # the workers exist now: the main copy follows
-            follow = None
-            ledger.add(flat(tags))
-            yield item
-            break
-    if isinstance(ledger, Ledger):  # the hot path: ids appended, merged every 16,384
-        pending = ledger.pending
-        for item, tags in src:
-            pending.extend(tags if type(tags) is list else flat(tags))
-            if len(pending) > 16384:
-                ledger.compact()  # empties ``pending`` in place
-            yield item
-    else:
-        add = ledger.add
-        for item, tags in src:
-            add(tags if type(tags) is list else flat(tags))
-            yield item
-    if follow is not None:
-        follow.epoch = epoch + 1
-    ledger.header["finished"] = True
+    return deliver(p, ledger, {**header, "resume": state}, follow, epoch)
 
 
 def _check_reader(saved: list[int]) -> None:
@@ -298,8 +168,6 @@ def local_state(p: Any) -> tuple[dict[str, Any], bool]:
             return pending, False  # loaded, not iterated yet
         if not enabled(p):
             return _unresumable(p), False
-        from wds_cloud.resume.mixing import fresh_state, locate
-
         mixed = locate(p)
         if mixed is not None:
             return fresh_state(p, mixed), False
@@ -329,12 +197,8 @@ def gather_states(state: dict[str, Any]) -> dict[str, Any]:
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, state)
             if "windows" in state:
-                from wds_cloud.resume.worker_windows import merge_windows
-
                 state = merge_windows(gathered)
             elif "mixers" in state:
-                from wds_cloud.resume.mixing import merge_mixes
-
                 state = merge_mixes(gathered)
             else:
                 state = merge_states(gathered)
@@ -352,7 +216,7 @@ def _unresumable(p: Any) -> dict[str, Any]:
     Raises:
         ConfigError: outside a DataLoader worker, naming why ``p`` cannot be resumed.
     """
-    why = _why_not(p)
+    why = why_not(p)
     scope = _reader_scope()
     if scope is None:
         raise ConfigError(why)
@@ -373,11 +237,9 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
     """
     state = check_state(dict(state))
     if not enabled(p):
-        raise ConfigError(_why_not(p))
+        raise ConfigError(why_not(p))
     p.__dict__.pop("_resume_ledger", None)
     p.__dict__.pop("_resume_pending", None)  # a state loaded before and not iterated
-    from wds_cloud.resume.mixing import load_finished, locate
-
     mixed = locate(p)
     if mixed is not None or "mixers" in state:
         if mixed is None or "mixers" not in state:
@@ -391,8 +253,6 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
         return
     if state.get("finished") and state.get("persistent") and _same_readers(p, state):
         # persistent workers' next windows start at epochs of their own: a new window each
-        from wds_cloud.resume.worker_windows import next_windows
-
         p._resume_pending = next_windows(state)
         return
     if state.get("finished") and state.get("reader") is None:
@@ -410,7 +270,6 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
 def _same_readers(p: Any, state: dict[str, Any]) -> bool:
     """Whether a worker-windows state was taken with this loader's ranks and workers."""
     from wds_cloud.core.shards import node_info
-    from wds_cloud.resume.worker_windows import loader_of
 
     loader = loader_of(p)
     if "windows" not in state or loader is None:
@@ -422,13 +281,7 @@ def _loader_side(p: Any) -> bool:
     node = p
     while node is not None and node.pipeline:
         first = node.pipeline[0]
-        if _loader_dataset(first) is not None:
+        if loader_dataset(first) is not None:
             return not getattr(first, "persistent_workers", False) and first.num_workers > 0
-        node = first if isinstance(first, _pipeline_type()) else None
+        node = first if isinstance(first, PipelineBase) else None
     return False
-
-
-def _why_not(p: Any) -> str:
-    from wds_cloud.resume.window import why_not
-
-    return why_not(p)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from wds_cloud.resume.state import STATE_FORMAT, _merge
+from wds_cloud.resume.walk import innermost
 
 #: First element of the mark a mixer puts before the ids of each item.
 MIX = "\x00mix"
@@ -17,8 +18,6 @@ class MixLedger:
     """What was pulled at the boundary and delivered at the top, per dataset and mixer."""
 
     def __init__(self, header: dict[str, Any], mix: Any) -> None:
-        from wds_cloud.resume.loop import innermost
-
         self.header = header
         self.delivered: list[Any] = []
         self.pulled: list[Any] = []

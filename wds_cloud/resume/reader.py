@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any
 
+from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.samples import (
     ShardOpener,
@@ -232,6 +233,21 @@ def read_item(
             )
         finally:
             stream.close()
+
+
+_READ_OPTIONS = ("handler", "select_files", "rename_files", "local_paths", "zero_copy")
+
+
+def reader_options(reader: FilterFunction) -> tuple[ShardOpener, dict[str, Any]]:
+    """The shard opener and the :func:`read_item` options of a ``tarfile_to_samples`` stage."""
+    kw = dict(reader.kw)
+    opener = kw.pop("opener", None) or ShardOpener(
+        kw.pop("registry", None),
+        kw.pop("cache_dir", None),
+        kw.pop("cache_size", None),
+        **{k: v for k, v in kw.items() if k not in _READ_OPTIONS},
+    )
+    return opener, {k: kw[k] for k in _READ_OPTIONS if k in kw}
 
 
 RANGE_READS = 8

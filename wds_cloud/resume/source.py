@@ -37,7 +37,8 @@ from wds_cloud.core.shards import (
     worker_info,
 )
 from wds_cloud.errors import ConfigError
-from wds_cloud.resume.reader import Pair, read_item
+from wds_cloud.resume.draws import resampled_source
+from wds_cloud.resume.reader import Pair, read_item, reader_options
 from wds_cloud.resume.state import Ledger, WorkItem, remaining
 from wds_cloud.sagemaker.channels import SplitReaders
 
@@ -163,22 +164,6 @@ def _split_pairs(pairs: Iterator[Pair]) -> Iterator[Pair]:
             yield pair
 
 
-_READ_OPTIONS = ("handler", "select_files", "rename_files", "local_paths", "zero_copy")
-
-
-def reader_options(reader: FilterFunction) -> tuple[ShardOpener, dict[str, Any]]:
-    """The shard opener and the :func:`~wds_cloud.resume.reader.read_item` options of a
-    ``tarfile_to_samples`` stage."""
-    kw = dict(reader.kw)
-    opener = kw.pop("opener", None) or ShardOpener(
-        kw.pop("registry", None),
-        kw.pop("cache_dir", None),
-        kw.pop("cache_size", None),
-        **{k: v for k, v in kw.items() if k not in _READ_OPTIONS},
-    )
-    return opener, {k: kw[k] for k in _READ_OPTIONS if k in kw}
-
-
 _SPLITTERS = (split_by_node, single_node_only)
 
 
@@ -196,8 +181,6 @@ def find_source(stages: list[Any]) -> Any:
         return None  # positional options, a Pipe-mode FIFO, a url_opener assigned by the user
     prefix = stages[:r]
     if prefix and type(prefix[0]) is ResampledShards:
-        from wds_cloud.resume.draws import resampled_source
-
         return resampled_source(prefix, stage, r + 1)
     if not prefix or type(prefix[0]) is not SimpleShardList:
         return None

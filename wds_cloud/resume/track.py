@@ -28,7 +28,7 @@ from typing import Any
 
 from wds_cloud.core import batching
 from wds_cloud.core.curry import FilterFunction
-from wds_cloud.core.pipeline import invoke_stage
+from wds_cloud.core.pipeline_base import invoke_stage
 from wds_cloud.core.shuffle import _shuffle, detshuffle, stable_seed
 
 

@@ -11,16 +11,22 @@ and the next ``iter()`` starts a new window.
 
 The window can also sit on a pipeline *inside* the object iterated, in the same process, when
 every stage above it hands on what it pulled before it pulls more (``batched``/``listed``,
-``map``, ``to_tuple``, ``select``, ...: :func:`lazy`). ``make_loader(epoch_size=...)`` is such a
-loader: ``DataPipeline(loader.unbatched().shuffle(...).with_epoch(n)).batched(b)``. Whenever
+``map``, ``to_tuple``, ``select``, ...: :func:`~wds_cloud.resume.walk.lazy`).
+``make_loader(epoch_size=...)`` is such a loader:
+``DataPipeline(loader.unbatched().shuffle(...).with_epoch(n)).batched(b)``. Whenever
 the training loop holds an item, every item the windowed pipeline yielded is then in it, so the
 state of the inner window is the state of the object iterated (:func:`run_nested`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from wds_cloud.core.mix import RandomMix
+from wds_cloud.core.pipeline_base import PipelineBase, invoke_stage
+from wds_cloud.core.shards import ResampledShards, split_by_sample
+from wds_cloud.resume.walk import is_windowed, lazy, loader_dataset, reason, tracking_on
 
 
 def windowed(
@@ -48,51 +54,15 @@ def windowed(
             return  # an empty pass ends the window (a resumed pass may have nothing left)
 
 
-def is_windowed(p: Any) -> bool:
-    """Whether ``p`` has ``with_epoch``/``repeat``."""
-    return bool(p.repetitions != 1 or p.nsamples >= 0)
-
-
-def _lazy_functions() -> frozenset[Any]:
-    from wds_cloud.core import batching, stages
-
-    return frozenset(
-        (
-            batching._batched,
-            batching._listed,
-            stages._map,
-            stages._map_dict,
-            stages._map_tuple,
-            stages._to_tuple,
-            stages._select,
-            stages._rename,
-            stages._rename_keys,
-            stages._extract_keys,
-        )
-    )
-
-
-def lazy(stages: Iterable[Any]) -> bool:
-    """Whether every stage of ``stages`` yields what it pulled before pulling more (a batch of
-    the items it pulled, a mapped or selected item), so it holds nothing while its output is
-    used: a window under such stages is delivered as it is read."""
-    from wds_cloud.core.curry import FilterFunction
-
-    known = _lazy_functions()
-    return all(isinstance(s, FilterFunction) and s.f in known for s in stages)
-
-
 def nested(p: Any) -> tuple[Any, list[Any]] | None:
     """The windowed pipeline under ``p`` (not windowed itself) whose window is ``p``'s, and the
     pipelines from ``p`` down to it (excluded); None when there is none or a stage above it can
     hold items (:func:`lazy`)."""
-    from wds_cloud.core.pipeline import DataPipeline
-
     if is_windowed(p):
         return None
     path: list[Any] = []
     node = p
-    while node.pipeline and isinstance(node.pipeline[0], DataPipeline):
+    while node.pipeline and isinstance(node.pipeline[0], PipelineBase):
         if not lazy(node.pipeline[1:]):
             return None
         path.append(node)
@@ -112,7 +82,6 @@ def run_nested(
     """One ``iter()`` of ``p`` whose window is set on ``inner`` (see :func:`nested`): the window
     of ``inner``, tracked, under the stages of the pipelines in ``path`` run plainly. The
     ledger of the pass in progress is ``p``'s."""
-    from wds_cloud.core.pipeline import invoke_stage
 
     def window() -> Iterator[Any]:
         for item in windowed(inner, state, run_pass):
@@ -128,40 +97,29 @@ def run_nested(
 
 def _chain(p: Any) -> Iterator[Any]:
     """``p`` and the pipelines (and DataLoader datasets) under it, top first."""
-    from wds_cloud.core.pipeline import DataPipeline
-    from wds_cloud.resume.loop import _loader_dataset
-
     node = p
     while node is not None:
         yield node
-        first = node.pipeline[0] if isinstance(node, DataPipeline) and node.pipeline else None
+        first = node.pipeline[0] if isinstance(node, PipelineBase) and node.pipeline else None
         if first is None:
             return
-        dataset = _loader_dataset(first)
+        dataset = loader_dataset(first)
         node = dataset if dataset is not None else first
-        if not isinstance(node, DataPipeline):
+        if not isinstance(node, PipelineBase):
             yield node
             return
 
 
 def why_not(p: Any) -> str:
     """Why ``p`` cannot be resumed, naming the stage at fault."""
-
-    from wds_cloud.core.mix import RandomMix
-    from wds_cloud.core.pipeline import DataPipeline
-    from wds_cloud.core.shards import ResampledShards, split_by_sample
-    from wds_cloud.resume.loop import tracking_on
-
     if not tracking_on(p):
         return "resume tracking is switched off (resumable=False or WDS_CLOUD_RESUMABLE=0)"
     name = type(p).__name__
     for node in _chain(p):
         if isinstance(node, RandomMix):
-            from wds_cloud.resume.mixing import reason
-
             why = reason(p) or "it reads a RandomMix that is not a DataLoader's dataset"
             return f"{name} cannot be resumed: {why} (see docs/resume.md, 'RandomMix')"
-        if not isinstance(node, DataPipeline):
+        if not isinstance(node, PipelineBase):
             continue
         if node is not p and is_windowed(node):
             return (

@@ -3,16 +3,20 @@
 Each worker runs its own window over its share of the shards and marks the ids of every item
 it delivers with its window's progress (:data:`MARK`); the loader's state keeps one window per
 reader, which a resume with the same readers continues and one with other numbers of ranks or
-workers re-deals (:func:`adopted`, :func:`merge_windows`). The window on the object iterated is
+workers re-deals (:func:`adopted`, :func:`~wds_cloud.resume.merge.merge_windows`). The window on the object iterated is
 in :mod:`wds_cloud.resume.window`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from wds_cloud.resume.window import is_windowed
+from wds_cloud.core.pipeline_base import PipelineBase
+from wds_cloud.resume.draws import ResampledSource
+from wds_cloud.resume.track import Rows, Tagged, flat
+from wds_cloud.resume.tracked import deliver, pairs
+from wds_cloud.resume.walk import innermost, is_windowed, loader_dataset
 
 #: First element of the mark that a worker puts before the ids of each item of its window.
 MARK = "\x00window"
@@ -20,13 +24,10 @@ MARK = "\x00window"
 
 def loader_of(p: Any) -> Any:
     """The DataLoader under ``p`` (found through first stages), or None."""
-    from wds_cloud.core.pipeline import DataPipeline
-    from wds_cloud.resume.loop import _loader_dataset
-
     node = p
-    while isinstance(node, DataPipeline) and node.pipeline:
+    while isinstance(node, PipelineBase) and node.pipeline:
         first = node.pipeline[0]
-        if _loader_dataset(first) is not None:
+        if loader_dataset(first) is not None:
             return first
         node = first
     return None
@@ -34,17 +35,13 @@ def loader_of(p: Any) -> Any:
 
 def loader_window(p: Any) -> Any:
     """The windowed dataset of the DataLoader under ``p``, or None."""
-    from wds_cloud.core.pipeline import DataPipeline
-
     loader = loader_of(p)
     dataset = None if loader is None else loader.dataset
-    return dataset if isinstance(dataset, DataPipeline) and is_windowed(dataset) else None
+    return dataset if isinstance(dataset, PipelineBase) and is_windowed(dataset) else None
 
 
 def _step(source: Any) -> int:
     """How much the epoch advances from one pass to the next."""
-    from wds_cloud.resume.draws import ResampledSource
-
     return 1 if isinstance(source, ResampledSource) or source.shuffle is not None else 0
 
 
@@ -73,9 +70,7 @@ def _limit(p: Any, reader: list[int]) -> int:
     return int(n)
 
 
-def emit_windows(
-    p: Any, ctx: dict[str, Any], pairs: Callable[[Any, dict[str, Any]], Iterator[Any]]
-) -> Iterator[Any]:
+def emit_windows(p: Any, ctx: dict[str, Any]) -> Iterator[Any]:
     """One ``with_epoch``/``repeat`` window of the dataset ``p`` in a DataLoader worker, as
     :class:`~wds_cloud.resume.track.Tagged` values whose ids are preceded by a mark
     ``(MARK, reader, pass, index, epoch)`` (per row of a batch).
@@ -93,10 +88,10 @@ def emit_windows(
     scope = list(worker_info())
     saved_readers = (state or {}).get("readers")
     if state is None or saved_readers is None or list(saved_readers) == [scope[1], scope[3]]:
-        yield from _window(p, ctx, state, scope, None, pairs)
+        yield from _window(p, ctx, state, scope, None)
         return
     for old in adopted(list(saved_readers), scope):
-        yield from _window(p, ctx, state, old, old, pairs)
+        yield from _window(p, ctx, state, old, old)
 
 
 def _window(
@@ -105,12 +100,8 @@ def _window(
     state: dict[str, Any] | None,
     scope: list[int],
     as_reader: list[int] | None,
-    pairs: Callable[[Any, dict[str, Any]], Iterator[Any]],
 ) -> Iterator[Any]:
     """The window of reader ``scope`` (this one, or ``as_reader`` taken over)."""
-    from wds_cloud.resume.loop import innermost
-    from wds_cloud.resume.track import Rows, Tagged, flat
-
     found = innermost(p)
     assert found is not None
     source = found[1]
@@ -248,7 +239,6 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     """One ``iter()`` of ``p`` whose DataLoader's dataset has the window (each worker runs
     one, :func:`emit_windows`), from ``state`` if given."""
     from wds_cloud.core.shards import node_info
-    from wds_cloud.resume.loop import _deliver, innermost
 
     found = innermost(p)
     assert found is not None
@@ -289,34 +279,7 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
         for scope in mine:
             ledger.limits[f"{scope[0]}.{scope[2]}"] = _limit(win, scope)
     p._resume_ledger = ledger
-    return _deliver(p, ledger, {**header, "resume": state}, None, epoch)  # type: ignore[arg-type]
-
-
-def merge_windows(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """Merge the loader states of several ranks with per-worker windows (their readers are
-    disjoint: keyed by rank and worker).
-
-    Raises:
-        ConfigError: not all states are of worker windows.
-    """
-    if not all("windows" in s for s in states):
-        from wds_cloud.errors import ConfigError
-
-        raise ConfigError("merge_states: worker-window states mixed with other states")
-    merged = dict(states[0])
-    windows: dict[str, Any] = {}
-    for s in states:  # after an elastic resume every rank holds every old reader's entry:
-        for r, d in s["windows"].items():  # the one that took it over has the most
-            old = windows.get(r)
-            if old is None or _progress(d) > _progress(old):
-                windows[r] = d
-    merged["windows"] = dict(sorted(windows.items()))
-    merged["delivered"] = sum(_progress(d)[1] for d in windows.values())
-    merged["generation"] = max(int(s.get("generation", 0)) for s in states)
-    merged.pop("finished", None)
-    if all(s.get("finished") for s in states):
-        merged["finished"] = True
-    return merged
+    return deliver(p, ledger, {**header, "resume": state}, None, epoch)  # type: ignore[arg-type]
 
 
 def next_windows(state: dict[str, Any]) -> dict[str, Any]:
@@ -330,7 +293,3 @@ def next_windows(state: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in state.items() if k != "finished"}
     out.update(windows=windows, delivered=0)
     return out
-
-
-def _progress(d: dict[str, Any]) -> tuple[int, int]:
-    return int(d.get("window", 0)), sum(int(p.get("delivered", 0)) for p in d.get("passes", []))

@@ -136,16 +136,3 @@ def register(sub: Any) -> None:
     parser.add_argument("--per-shard", type=_positive, default=250)
     parser.add_argument("--batch-size", type=_positive, default=64)
     parser.set_defaults(func=cmd_demo)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point (the same as ``wds-cloud demo``)."""
-    import sys
-
-    from wds_cloud.cli import main as cli_main
-
-    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
