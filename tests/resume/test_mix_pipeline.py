@@ -178,6 +178,33 @@ def test_loader_over_mix(
         assert got == plain
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loader_whose_dataset_is_the_mix(
+    sets: tuple[list[str], list[str], list[str]], workers: int
+) -> None:
+    """A RandomMix that is itself the loader's dataset (an ``IterableDataset`` subclass, as
+    torch needs): each worker's mix emits through ``resume.tracked.emit_mix``; every stop
+    resumes each pass exactly once, with the uninterrupted run's samples."""
+    import torch.utils.data
+
+    class MixDataset(wds.RandomMix, torch.utils.data.IterableDataset):  # type: ignore[misc]
+        pass
+
+    a, b, keys = sets
+
+    def make() -> Any:
+        dsa = wds.WebDataset(a, shardshuffle=True, seed=1).to_tuple("txt")
+        dsb = wds.WebDataset(b, shardshuffle=True, seed=2).to_tuple("txt")
+        mix = MixDataset([dsa, dsb], [0.6, 0.4], longest=True, seed=5)
+        return wds.WebLoader(mix, num_workers=workers, batch_size=None)
+
+    plain, _ = run_passes(make, 2, [])
+    assert _passes(plain) == [Counter(keys)] * 2
+    for seed in (3, 4):
+        got, states = run_passes(make, 2, random_stops(seed, 4, len(keys) * 2))
+        assert _passes(got) == _passes(plain) and len(states) >= 3
+
+
 def test_refusals(sets: tuple[list[str], list[str], list[str]]) -> None:
     a, b, _ = sets
     unseeded = wds.RandomMix([wds.WebDataset(a), wds.WebDataset(b)])
