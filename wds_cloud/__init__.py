@@ -94,8 +94,10 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     from wds_cloud.core.samples import (
         base_plus_ext as base_plus_ext,
         group_by_keys as group_by_keys,
-        tar_file_expander as tar_file_expander,
         tar_samples as tar_samples,
+    )
+    from wds_cloud.core.shardopen import (
+        tar_file_expander as tar_file_expander,
         tarfile_samples as tarfile_samples,
         tarfile_to_samples as tarfile_to_samples,
         url_opener as url_opener,
@@ -318,11 +320,11 @@ _EXPORTS: dict[str, str] = {
     "iter_tar": "wds_cloud.core.tar",
     "base_plus_ext": "wds_cloud.core.samples",
     "group_by_keys": "wds_cloud.core.samples",
-    "tar_file_expander": "wds_cloud.core.samples",
+    "tar_file_expander": "wds_cloud.core.shardopen",
     "tar_samples": "wds_cloud.core.samples",
-    "tarfile_samples": "wds_cloud.core.samples",
-    "tarfile_to_samples": "wds_cloud.core.samples",
-    "url_opener": "wds_cloud.core.samples",
+    "tarfile_samples": "wds_cloud.core.shardopen",
+    "tarfile_to_samples": "wds_cloud.core.shardopen",
+    "url_opener": "wds_cloud.core.shardopen",
     # handlers
     "ContinueHandler": "wds_cloud.core.handlers",
     "StopHandler": "wds_cloud.core.handlers",

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from wds_cloud.core.samples import tarfile_samples
+from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.demo import run_demo
 
 

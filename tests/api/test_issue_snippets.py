@@ -165,12 +165,14 @@ def test_shardshuffle_true(url: str) -> None:
     assert sorted(keys) == [f"s{i:04d}" for i in range(TOTAL)]
 
 
-@pytest.mark.parametrize("where", ["package", "samples module"])
+@pytest.mark.parametrize("where", ["package", "shardopen module", "samples module"])
 def test_assigned_url_opener_is_used(url: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The S3 blog post plugs its own opener in by assigning the module's ``url_opener``; the
-    same shape, opening local files, is honoured when assigned to ``wds_cloud.url_opener`` or
-    ``wds_cloud.core.samples.url_opener``."""
+    same shape, opening local files, is honoured when assigned to ``wds_cloud.url_opener``,
+    ``wds_cloud.core.shardopen.url_opener`` or (where the README named it before the module
+    was split) ``wds_cloud.core.samples.url_opener``."""
     import wds_cloud.core.samples as samples_module
+    import wds_cloud.core.shardopen as shardopen_module
 
     opened: list[str] = []
 
@@ -189,8 +191,9 @@ def test_assigned_url_opener_is_used(url: str, where: str, monkeypatch: pytest.M
                 else:
                     break
 
-    target = wds if where == "package" else samples_module
-    monkeypatch.setattr(target, "url_opener", url_opener)
+    target = {"package": wds, "shardopen module": shardopen_module}.get(where, samples_module)
+    # core.samples has no url_opener of its own since the split: an assignment creates it
+    monkeypatch.setattr(target, "url_opener", url_opener, raising=target is not samples_module)
     keys = [s["__key__"] for s in wds.WebDataset(url)]
     assert keys == [f"s{i:04d}" for i in range(TOTAL)]
     assert opened == wds.expand_urls(url)

@@ -21,7 +21,7 @@ from wds_cloud.core.dirshards import (
     without_last_extension,
 )
 from wds_cloud.core.pipeline import DataPipeline
-from wds_cloud.core.samples import tarfile_to_samples
+from wds_cloud.core.shardopen import tarfile_to_samples
 from wds_cloud.errors import ConfigError
 
 

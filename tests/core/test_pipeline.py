@@ -121,7 +121,7 @@ def test_set_epoch_close_and_context_manager():
 
 
 def test_full_pipeline_pickles_and_runs(shards, clean_env):
-    from wds_cloud.core.samples import tarfile_to_samples
+    from wds_cloud.core.shardopen import tarfile_to_samples
 
     ds = (
         DataPipeline(

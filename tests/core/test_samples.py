@@ -7,20 +7,15 @@ import logging
 import os
 import re
 import tarfile
+from collections.abc import Generator
 
 import pytest
 import webdataset
 
 from tests.support.tarbuild import gz, tar_bytes, write
 from wds_cloud.core.handlers import ContinueHandler, StopHandler
-from wds_cloud.core.samples import (
-    base_plus_ext,
-    group_by_keys,
-    tar_file_expander,
-    tar_samples,
-    tarfile_samples,
-    url_opener,
-)
+from wds_cloud.core.samples import base_plus_ext, group_by_keys, tar_samples
+from wds_cloud.core.shardopen import tar_file_expander, tarfile_samples, url_opener
 from wds_cloud.errors import SampleError, ShardNotFoundError, ShardReadError
 
 WDS_REGEX = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
@@ -169,6 +164,24 @@ def test_duplicate_extension_is_an_error_through_the_handler() -> None:
     stop = StopHandler()
     assert [s["txt"] for s in tar_samples(io.BytesIO(data), "u.tar", handler=stop)] == []
     assert stop.count == 1
+
+
+def _drain(samples: Generator[dict, None, bool]) -> tuple[list[dict], bool]:
+    got = []
+    while True:
+        try:
+            got.append(next(samples))
+        except StopIteration as end:
+            return got, end.value
+
+
+def test_tar_samples_returns_whether_the_handler_stopped() -> None:
+    """``stopped = yield from tar_samples(...)`` is how a reader of several shards stops."""
+    data = tar_bytes([("a.txt", b"1"), ("a.txt", b"2"), ("b.txt", b"3")])
+    got, stopped = _drain(tar_samples(io.BytesIO(data), "u.tar", handler=StopHandler()))
+    assert (got, stopped) == ([], True)
+    got, stopped = _drain(tar_samples(io.BytesIO(data), "u.tar", handler=ContinueHandler()))
+    assert ([s["__key__"] for s in got], stopped) == (["a", "b"], False)
 
 
 def test_select_and_rename_files() -> None:

@@ -15,7 +15,7 @@ import wds_cloud
 from wds_cloud.core import shards as sh
 from wds_cloud.core.multishard import MultiShardSample
 from wds_cloud.core.pipeline import DataPipeline
-from wds_cloud.core.samples import tarfile_to_samples
+from wds_cloud.core.shardopen import tarfile_to_samples
 from wds_cloud.errors import ConfigError
 from wds_cloud.webdataset_api import webdataset_module
 

@@ -36,7 +36,7 @@ from tests.support.tarbuild import gz, tar_bytes
 from tests.support.targen import Archive, report
 from wds_cloud.core.decode import Decoder
 from wds_cloud.core.imagedecode import ImageHandler
-from wds_cloud.core.samples import tarfile_samples
+from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.core.tar import DEFAULT_BUFSIZE, iter_tar
 
 SMALL_BLOCK = 4096

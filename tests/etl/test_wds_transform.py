@@ -14,7 +14,7 @@ from PIL import Image
 from tests.emulators.ais.server import AisEmulator
 from tests.etl.conftest import image_bytes, read_tar, tar_bytes
 from wds_cloud.core.compat import WebDataset
-from wds_cloud.core.samples import tarfile_samples
+from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ShardError, ShardOpenError
 from wds_cloud.openers.registry import OpenerRegistry
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from wds_cloud.core.samples import tarfile_samples
+from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.listing import list_shards
 from wds_cloud.openers.gcs import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry

@@ -11,7 +11,7 @@ import pytest
 
 from tests.openers.conftest import make_shard
 from tests.support.http_server import HttpFileServer
-from wds_cloud.core.samples import tarfile_samples
+from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardReadError
 from wds_cloud.openers.cache import TEMP_DIR, ShardCache, cache_name
 from wds_cloud.openers.http import HttpOpener

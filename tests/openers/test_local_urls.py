@@ -9,7 +9,7 @@ from typing import IO, Any
 
 import pytest
 
-from wds_cloud.core.samples import tarfile_samples
+from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardNotFoundError, WdsCloudError
 from wds_cloud.listing import list_shards
 from wds_cloud.openers.local import LocalOpener, path_to_url, url_to_path

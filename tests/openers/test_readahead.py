@@ -23,7 +23,7 @@ import pytest
 from tests.openers.conftest import make_shard
 from tests.s3 import conftest as s3_fixtures
 from tests.support.http_server import HttpFileServer
-from wds_cloud.core.samples import tarfile_samples
+from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardError, ShardReadError
 from wds_cloud.openers.http import HttpOpener
 from wds_cloud.openers.readahead import (

@@ -11,7 +11,7 @@ import pytest
 
 from tests.resume.helpers import shard_bytes
 from wds_cloud.core.handlers import ContinueHandler
-from wds_cloud.core.samples import ShardOpener
+from wds_cloud.core.shardopen import ShardOpener
 from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3 import S3Opener

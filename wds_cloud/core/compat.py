@@ -106,7 +106,7 @@ class WebDataset(DataPipeline, FluidInterface):
         **open_options: Any,
     ) -> None:
         super().__init__()
-        from wds_cloud.core.samples import tarfile_to_samples
+        from wds_cloud.core.shardopen import tarfile_to_samples
         from wds_cloud.index.datasetjson import dataset_spec
 
         if (dataset := dataset_spec(urls, registry)) is not None:  # a wids dataset index

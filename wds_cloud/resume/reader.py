@@ -23,13 +23,8 @@ from typing import IO, Any
 
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.samples import (
-    ShardOpener,
-    StopShards,
-    _local_path,
-    _skipper,
-    group_members,
-)
+from wds_cloud.core.samples import StopShards, _skipper, group_members
+from wds_cloud.core.shardopen import ShardOpener, _local_path
 from wds_cloud.core.tar import iter_tar_positions
 from wds_cloud.core.tarsource import skip_bytes
 from wds_cloud.openers.registry import default_registry, url_scheme

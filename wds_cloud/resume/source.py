@@ -19,12 +19,8 @@ from typing import Any
 
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.extras import ShardTally
-from wds_cloud.core.samples import (
-    ShardOpener,
-    StopShards,
-    _url_opener_override,
-    tarfile_samples,
-)
+from wds_cloud.core.samples import StopShards
+from wds_cloud.core.shardopen import ShardOpener, _url_opener_override, tarfile_samples
 from wds_cloud.core.shards import (
     ResampledShards,
     ShardShuffle,

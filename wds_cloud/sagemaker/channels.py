@@ -285,7 +285,7 @@ class PipeChannel:
             else:
                 yield from samples
         finally:
-            samples.close()  # type: ignore[attr-defined]  # a generator
+            samples.close()
             stream.close()  # a writer still writing now gets EPIPE instead of blocking
 
     def __repr__(self) -> str:
