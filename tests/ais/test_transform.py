@@ -269,3 +269,14 @@ def test_a_job_aborted_on_the_cluster_is_reported(
         at.wait_transform(job, client=ais_client, **FAST)
     assert info.value.result is not None and info.value.result.aborted
     assert ais_emulator.store.list_objects("out") == []
+
+
+def test_a_failed_status_request_is_a_transform_error(ais_client: Any, upper_etl: str) -> None:
+    """A job the cluster does not know, given as a :class:`TransformJob` (not looked up first):
+    the status request itself fails, for one look and for waiting alike."""
+    job = at.TransformJob("nosuchjob", "etl-bck", upper_etl, "ais://raw", "ais://out")
+    with pytest.raises(at.TransformError, match="status failed") as info:
+        at.transform_status(job, client=ais_client)
+    assert info.value.job_id == "nosuchjob"
+    with pytest.raises(at.TransformError, match="status failed"):
+        at.wait_transform(job, client=ais_client, **FAST)
