@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.dsort.job import error_text, sdk_client, sdk_errors
+from wds_cloud.dsort.job import cluster_time, error_text, sdk_client, sdk_errors
 from wds_cloud.errors import ConfigError, WdsCloudError
 
 if TYPE_CHECKING:
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
 
 BUCKET_JOB = "etl-bck"
 LIST_JOB = "etl-listrange"
-GO_ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
 class TransformError(WdsCloudError, RuntimeError):
@@ -129,15 +127,6 @@ def bucket_url(provider: str, name: str) -> str:
     return f"{provider}://{name}"
 
 
-def _parse_time(value: str | None) -> float | None:
-    if not value or value.startswith(GO_ZERO_TIME[:10]):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _failures(ais: Any, etl: str, job_id: str) -> list[ObjectFailure]:
     details = ais.etl(etl).view(job_id=job_id)
     out = []
@@ -165,7 +154,7 @@ def _poll(ais: Any, job: TransformJob, idle_polls: int) -> tuple[TransformResult
     written = sum(int(s.stats.bytes) for s in snaps if s.stats)
     aborted = any(s.aborted for s in snaps)
     error = next((s.abort_err for s in snaps if s.abort_err), "")
-    ended = all(_parse_time(s.end_time) is not None for s in snaps)
+    ended = all(cluster_time(s.end_time) is not None for s in snaps)
     idle = all(s.is_idle for s in snaps)
     accounted = job.total is not None and done + len(failures) >= job.total
     # a list job idles instead of ending: done once idle twice in a row with every object
@@ -175,8 +164,8 @@ def _poll(ais: Any, job: TransformJob, idle_polls: int) -> tuple[TransformResult
     failed = len(failures)
     if finished and not aborted and job.total is not None:
         failed = max(failed, job.total - done)
-    starts = [t for t in (_parse_time(s.start_time) for s in snaps) if t is not None]
-    ends = [t for t in (_parse_time(s.end_time) for s in snaps) if t is not None]
+    starts = [t for t in (cluster_time(s.start_time) for s in snaps) if t is not None]
+    ends = [t for t in (cluster_time(s.end_time) for s in snaps) if t is not None]
     end = max(ends) if ended and ends else time.time()
     result = TransformResult(
         job_id=job.job_id,

@@ -199,7 +199,9 @@ def abort(
         raise _translate(exc, job_id, "abort") from exc
 
 
-def _parse_time(value: str | None) -> float | None:
+def cluster_time(value: str | None) -> float | None:
+    """A time as AIStore reports it (Go's ``time.Time`` in JSON) in seconds since the epoch;
+    None for Go's zero time, an empty value, or one that does not parse."""
     if not value or value.startswith("0001-01-01"):
         return None
     value = re.sub(r"(\.\d{6})\d+", r"\1", value).replace("Z", "+00:00")
@@ -216,8 +218,8 @@ def _summary(job_id: str, infos: Mapping[str, Any]) -> DsortResult:
         return sum(int(getattr(getattr(i.metrics, phase), name) or 0) for i in infos.values())
 
     values = list(infos.values())
-    starts = [_parse_time(i.started_time) for i in values]
-    ends = [_parse_time(i.finish_time) for i in values]
+    starts = [cluster_time(i.started_time) for i in values]
+    ends = [cluster_time(i.finish_time) for i in values]
     finished = bool(values) and all(i.metrics.shard_creation.finished for i in values)
     aborted = any(bool(i.metrics.aborted) or i.aborted for i in values)
     errors = [e for i in values for e in (i.metrics.errors or []) if e]
