@@ -103,13 +103,7 @@ def iter_tar(
             in full and reported through ``on_warning``. The error carries ``url``, ``offset`` (of
             the member's header in the uncompressed stream) and ``member``.
     """
-    source = TarSource(stream, url, bufsize)
-    if on_warning is None:
-        on_warning = _log_warning(url)
-    try:
-        yield from _members(source, url, concatenated, skip, on_warning, True, False, zero_copy)
-    finally:
-        source.close()
+    return _read(stream, url, bufsize, on_warning, concatenated, skip, True, False, zero_copy)
 
 
 #: ``(name, offset of the data in the uncompressed stream, size)`` of one regular member.
@@ -133,13 +127,7 @@ def iter_tar_entries(
     Raises:
         ShardReadError: as :func:`iter_tar`.
     """
-    source = TarSource(stream, url, bufsize)
-    if on_warning is None:
-        on_warning = _log_warning(url)
-    try:
-        yield from _members(source, url, False, None, on_warning, False)
-    finally:
-        source.close()
+    return _read(stream, url, bufsize, on_warning, False, None, False)
 
 
 def iter_tar_positions(
@@ -167,11 +155,27 @@ def iter_tar_positions(
     Raises:
         ShardReadError: as :func:`iter_tar`.
     """
+    return _read(stream, url, bufsize, on_warning, concatenated, skip, True, True, zero_copy)
+
+
+def _read(
+    stream: ReadStream | IO[bytes],
+    url: str | None,
+    bufsize: int,
+    on_warning: Warn | None,
+    concatenated: bool,
+    skip: Skip | None,
+    copy: bool,
+    positions: bool = False,
+    zero_copy: bool = False,
+) -> Iterator[Any]:
+    """The generator behind the three readers (returned, not delegated to: no extra layer per
+    member): the byte source opened at the first ``next()`` and closed with the generator."""
     source = TarSource(stream, url, bufsize)
     if on_warning is None:
         on_warning = _log_warning(url)
     try:
-        yield from _members(source, url, concatenated, skip, on_warning, True, True, zero_copy)
+        yield from _members(source, url, concatenated, skip, on_warning, copy, positions, zero_copy)
     finally:
         source.close()
 
