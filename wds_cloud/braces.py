@@ -148,14 +148,22 @@ class _Unbalanced(Exception):
     pass
 
 
-def _parse_pattern(text: str) -> _Product:
-    parts: list[_Node] = []
-    start = pos = depth = 0
+def _unescaped(text: str) -> Iterator[tuple[int, str]]:
+    """``(position, character)`` of every character of ``text`` that is not escaped: a
+    backslash and the character after it are passed over."""
+    pos = 0
     while pos < len(text):
-        char = text[pos]
-        if char == "\\":
+        if text[pos] == "\\":
             pos += 2
             continue
+        yield pos, text[pos]
+        pos += 1
+
+
+def _parse_pattern(text: str) -> _Product:
+    parts: list[_Node] = []
+    start = depth = 0
+    for pos, char in _unescaped(text):
         if char == "{":
             if depth == 0 and pos > start:
                 parts.append(_Choice([text[start:pos]]))
@@ -171,10 +179,9 @@ def _parse_pattern(text: str) -> _Product:
                 else:
                     parts.append(node)
                 start = pos + 1
-        pos += 1
     if depth != 0:
         raise _Unbalanced
-    if start < pos:
+    if start < len(text):
         parts.append(_Choice([text[start:]]))
     return _Product(parts)
 
@@ -201,12 +208,8 @@ def _parse_expression(expr: str) -> _Node | None:
 
 def _parse_sequence(text: str) -> _Sequence | None:
     items: list[_Node] = []
-    start = pos = depth = 0
-    while pos < len(text):
-        char = text[pos]
-        if char == "\\":
-            pos += 2
-            continue
+    start = depth = 0
+    for pos, char in _unescaped(text):
         if char == "{":
             depth += 1
         elif char == "}":
@@ -214,7 +217,6 @@ def _parse_sequence(text: str) -> _Sequence | None:
         elif char == "," and depth == 0:
             items.append(_parse_pattern(text[start:pos]))
             start = pos + 1
-        pos += 1
     if depth != 0 or not items:
         return None
     items.append(_parse_pattern(text[start:]))
