@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import logging
 import warnings
-from typing import Any
+from typing import Any, Protocol, Self
 
 from wds_cloud.errors import ConfigError, UploadError
 from wds_cloud.redact import redact_url
@@ -51,6 +51,28 @@ def warn_discarded(kind: str, url: str | None) -> None:
         )
     except Exception:  # pragma: no cover - interpreter shutdown: the warnings module is gone
         pass
+
+
+class _Ending(Protocol):
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class CommitsOnExit:
+    """``with`` for a writer that ends by ``close()`` (commit) or ``abort()`` (discard):
+    leaving the block normally commits, leaving it by an exception discards. For writers that
+    are not streams (``TarWriter``, ``ShardWriter``); :class:`CommittingWriter` keeps io's
+    ``__enter__``, which refuses a closed stream."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self: _Ending, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 class CommittingWriter(io.RawIOBase):

@@ -16,7 +16,7 @@ from typing import Any
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.writer import warn_discarded
+from wds_cloud.openers.writer import CommitsOnExit, warn_discarded
 from wds_cloud.redact import redact_url
 from wds_cloud.writing.compression import wants_gzip
 from wds_cloud.writing.indexing import check_indexable
@@ -29,7 +29,7 @@ _TARWRITER_KW = (*_FORMATTER_KW, "format", "compresslevel")
 _END_OF_ARCHIVE = 1024
 
 
-class ShardWriter:
+class ShardWriter(CommitsOnExit):
     """Write samples into shards ``pattern % n`` (webdataset-compatible arguments).
 
     Every shard is streamed into ``registry.for_url(name).create(name)`` (local paths: a
@@ -129,15 +129,6 @@ class ShardWriter:
         self.closed = False
         self._tar: TarWriter | None = None
         self._stream: Any = None
-
-    def __enter__(self) -> ShardWriter:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def write(self, obj: Mapping[str, Any]) -> int:
         """Write one sample, opening or rolling over shards as needed.

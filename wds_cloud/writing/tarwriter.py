@@ -14,7 +14,7 @@ from typing import Any
 
 from wds_cloud.errors import ConfigError, UploadError
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.writer import warn_discarded
+from wds_cloud.openers.writer import CommitsOnExit, warn_discarded
 from wds_cloud.writing.compression import GzipStream, wants_gzip
 from wds_cloud.writing.indexing import check_indexable, index_target, open_index
 from wds_cloud.writing.tarformat import BLOCK, DEFAULT_MTIME, FormattedSample, SampleFormatter
@@ -27,7 +27,7 @@ _JOIN_LIMIT = 256 << 10  # samples up to this size are joined and written in one
 _FORMATS = (None, tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT, "USTAR_FORMAT", "PAX_FORMAT")
 
 
-class TarWriter:
+class TarWriter(CommitsOnExit):
     """Write samples to a tar shard (webdataset-compatible arguments, deterministic output).
 
     A target given by name is opened with its backend's ``create()`` (see
@@ -108,15 +108,6 @@ class TarWriter:
         if index:
             self._index_target = index_target(index, self.name)
             self._entries = []
-
-    def __enter__(self) -> TarWriter:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def write(self, obj: Mapping[str, Any]) -> int:
         """Write one sample.
