@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wds_cloud.jobs.parquet import ParquetSource
-from wds_cloud.openers.registry import OpenerRegistry
+from wds_cloud.openers.registry import OpenerRegistry, url_scheme
 
 Sample = dict[str, Any]
 _END_OF_ARCHIVE = bytes(1024)
@@ -74,9 +74,10 @@ class ShardSource:
 class FilesSource:
     """Samples made of whole files: ``(key, ((ext, url), ...))`` each, in order.
 
-    Files are read with up to :data:`FILES_IN_FLIGHT` requests at once and at most
+    Remote files are read with up to :data:`FILES_IN_FLIGHT` requests at once and at most
     :data:`SAMPLES_AHEAD` samples read ahead of the one handed out (memory: that many samples),
-    so a task over an object store waits for one round trip per 16 files, not per file.
+    so a task over an object store waits for one round trip per 16 files, not per file. Local
+    files are read one after the other (threads only add their hand-offs there).
     """
 
     samples: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
@@ -86,6 +87,16 @@ class FilesSource:
 
     def read(self, registry: OpenerRegistry) -> Iterator[tuple[Sample, int]]:
         from concurrent.futures import Future, ThreadPoolExecutor
+
+        if all(url_scheme(u) == "file" for _, members in self.samples for _, u in members):
+            for key, members in self.samples:
+                sample: Sample = {"__key__": key}
+                size = 0
+                for ext, url in members:
+                    sample[ext.lower()] = data = _read_file(registry, url)
+                    size += len(data)
+                yield sample, size
+            return
 
         ahead: deque[tuple[str, list[tuple[str, Future[bytes]]]]] = deque()
         todo = iter(self.samples)
@@ -100,7 +111,7 @@ class FilesSource:
                 if not ahead:
                     return
                 key, futures = ahead.popleft()
-                sample: Sample = {"__key__": key}
+                sample = {"__key__": key}
                 size = 0
                 for ext, future in futures:
                     data = future.result()
