@@ -41,7 +41,7 @@ _SIZE_BATCH = 256  # objects sized per engine task
 _SIZE_THREADS = 16  # size requests in flight per engine task
 
 
-Listed = list[tuple[str, "int | None"]]  # (url, size when the listing gave it)
+Listed = list[tuple[str, int | None]]  # (url, size when the listing gave it)
 
 
 def _remote_files(prefix: str, listed: Listed) -> list[tuple[str, str, str, str]]:
