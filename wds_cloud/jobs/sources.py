@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,17 +86,11 @@ class FilesSource:
         return [[key, [list(m) for m in members]] for key, members in self.samples]
 
     def read(self, registry: OpenerRegistry) -> Iterator[tuple[Sample, int]]:
-        from concurrent.futures import Future, ThreadPoolExecutor
-
         if all(url_scheme(u) == "file" for _, members in self.samples for _, u in members):
             for key, members in self.samples:
-                sample: Sample = {"__key__": key}
-                size = 0
-                for ext, url in members:
-                    sample[ext.lower()] = data = _read_file(registry, url)
-                    size += len(data)
-                yield sample, size
+                yield _files_sample(key, ((e, _read_file(registry, u)) for e, u in members))
             return
+        from concurrent.futures import Future, ThreadPoolExecutor
 
         ahead: deque[tuple[str, list[tuple[str, Future[bytes]]]]] = deque()
         todo = iter(self.samples)
@@ -111,15 +105,19 @@ class FilesSource:
                 if not ahead:
                     return
                 key, futures = ahead.popleft()
-                sample = {"__key__": key}
-                size = 0
-                for ext, future in futures:
-                    data = future.result()
-                    sample[ext.lower()] = data
-                    size += len(data)
-                yield sample, size
+                yield _files_sample(key, ((e, f.result()) for e, f in futures))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _files_sample(key: str, members: Iterable[tuple[str, bytes]]) -> tuple[Sample, int]:
+    """The sample of ``key`` from its ``(extension, bytes)`` members, and its input bytes."""
+    sample: Sample = {"__key__": key}
+    size = 0
+    for ext, data in members:
+        sample[ext.lower()] = data
+        size += len(data)
+    return sample, size
 
 
 #: requests in flight while a :class:`FilesSource` reads its files
