@@ -148,3 +148,12 @@ def test_http_cannot_be_listed(tmp_path: Path) -> None:
 
 def test_pipe_urls_pass_through() -> None:
     assert list_shards("pipe:cat /data/*.tar") == ["pipe:cat /data/*.tar"]
+
+
+def test_list_sizes_needs_a_pattern_and_leaves_local_sizes_to_stat(tmp_path: Path) -> None:
+    from wds_cloud.listing import list_sizes
+
+    (tmp_path / "a.bin").write_bytes(b"abc")
+    assert list_sizes(f"{tmp_path}/") == [(str(tmp_path / "a.bin"), None)]
+    with pytest.raises(ConfigError, match="glob or a prefix"):
+        list_sizes(f"{tmp_path}/a.bin")

@@ -90,13 +90,3 @@ def test_list_sizes_of_a_glob_and_a_prefix(opener: S3Opener, raw_client: Any, bu
     assert len(queried) == 120 and {s for _, s in queried} == {None}
     with pytest.raises(ShardNotFoundError, match="no shards match"):
         list_sizes(f"s3://{bucket}/raw/*.png", registry=registry)
-
-
-def test_list_sizes_needs_a_pattern_and_leaves_local_sizes_to_stat(tmp_path: Any) -> None:
-    from wds_cloud.errors import ConfigError
-    from wds_cloud.listing import list_sizes
-
-    (tmp_path / "a.bin").write_bytes(b"abc")
-    assert list_sizes(f"{tmp_path}/") == [(str(tmp_path / "a.bin"), None)]
-    with pytest.raises(ConfigError, match="glob or a prefix"):
-        list_sizes(f"{tmp_path}/a.bin")
