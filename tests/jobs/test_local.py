@@ -246,6 +246,23 @@ def test_cli_reshard_and_verify_json(inputs, tmp_path):
     assert proc.returncode == 1 and "--maxcount, --maxsize or --nshards" in stderr
 
 
+def test_cli_takes_a_directory_prefix_and_prints_the_skipped_reasons_as_lines(tmp_path):
+    """`job reshard DIR/` lists the folder (one prefix argument is listed, as a single string
+    spec is); the map summary prints one line per skip reason."""
+    write_inputs(tmp_path / "in", 3, 10)
+    out = tmp_path / "out"
+    proc = _cli("reshard", f"{tmp_path / 'in'}/", "-o", str(out), "--maxcount", "7", "--json")
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert json.loads(stdout)["samples_out"] == 30 and len(json.loads(stdout)["shards"]) == 5
+    proc = _cli("map", f"{out}/", "--fn", "tests.jobs.helpers:broken", "-o", str(tmp_path / "m"))
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0].startswith("map: 30 samples in") and "\\x0a" not in stdout
+    assert any(line.startswith("  skipped 4: map returned None") for line in lines), stdout
+
+
 def test_cli_convert_directory_with_select_and_index(tmp_path):
     src = tmp_path / "files"
     src.mkdir()

@@ -83,7 +83,7 @@ def _report(args: argparse.Namespace, summary: Any) -> None:
     if args.json:
         emit_json(redact_data(summary.to_json()))
     else:
-        print(shown(summary.text()))
+        print("\n".join(shown(line) for line in summary.text().splitlines()))
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
