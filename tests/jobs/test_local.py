@@ -247,14 +247,21 @@ def test_cli_reshard_and_verify_json(inputs, tmp_path):
 
 
 def test_cli_takes_a_directory_prefix_and_prints_the_skipped_reasons_as_lines(tmp_path):
-    """`job reshard DIR/` lists the folder (one prefix argument is listed, as a single string
-    spec is); the map summary prints one line per skip reason."""
+    """`job reshard DIR/` lists the folder, and several spec arguments are each listed (a glob,
+    a brace pattern) and joined in order; the map summary prints one line per skip reason."""
     write_inputs(tmp_path / "in", 3, 10)
+    brace = write_inputs(tmp_path / "more", 2, 5, seed=1)
     out = tmp_path / "out"
     proc = _cli("reshard", f"{tmp_path / 'in'}/", "-o", str(out), "--maxcount", "7", "--json")
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     assert json.loads(stdout)["samples_out"] == 30 and len(json.loads(stdout)["shards"]) == 5
+    both = tmp_path / "both"
+    proc = _cli("reshard", f"{tmp_path / 'in'}/*.tar", brace, "-o", str(both), "--maxcount", "40")
+    assert proc.wait(timeout=120) == 0
+    assert [s["__key__"] for s in read_samples(sorted(map(str, both.glob("*.tar"))))] == [
+        s["__key__"] for s in read_samples(input_shards(f"{tmp_path / 'in'}/", None))
+    ] + [f"s1/k{i:05d}" for i in range(10)]
     proc = _cli("map", f"{out}/", "--fn", "tests.jobs.helpers:broken", "-o", str(tmp_path / "m"))
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr

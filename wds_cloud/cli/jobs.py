@@ -79,6 +79,17 @@ def _writing(args: argparse.Namespace) -> dict[str, Any]:
     return {**_common(args), "manifest": manifest}
 
 
+def _specs(values: list[str]) -> Any:
+    """The input of a job from its ``spec`` arguments, each a shard spec of its own (a prefix,
+    glob, brace pattern or dataset JSON), as ``ls`` takes them: one is passed as it is; several
+    are each resolved and joined in order (a Python list of URLs is taken literally)."""
+    if len(values) == 1:
+        return values[0]
+    from wds_cloud.index.build import shard_list
+
+    return [url for value in values for url in shard_list(value)]
+
+
 def _report(args: argparse.Namespace, summary: Any) -> None:
     if args.json:
         emit_json(redact_data(summary.to_json()))
@@ -112,7 +123,7 @@ def cmd_reshard(args: argparse.Namespace) -> int:
     if args.nshards is None and args.maxcount is None and args.maxsize is None:
         raise ConfigError("give --maxcount, --maxsize or --nshards")
     summary = reshard(
-        list(args.spec),
+        _specs(args.spec),
         output_pattern(args.output, args.pattern),
         maxcount=args.maxcount,
         maxsize=args.maxsize,
@@ -132,7 +143,7 @@ def cmd_map(args: argparse.Namespace) -> int:
     from wds_cloud.jobs.mapjob import map_shards
 
     summary = map_shards(
-        list(args.spec),
+        _specs(args.spec),
         output_pattern(args.output, args.pattern),
         load_function(args.fn, "--fn"),
         select=load_function(args.select, "--select"),
@@ -146,7 +157,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from wds_cloud.jobs.indexjob import index_job
 
     summary = index_job(
-        list(args.spec),
+        _specs(args.spec),
         json=False if args.no_json else args.output,
         name=args.name,
         **_common(args),
@@ -163,7 +174,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from wds_cloud.jobs.indexjob import verify_job
 
-    summary = verify_job(list(args.spec), **_common(args))
+    summary = verify_job(_specs(args.spec), **_common(args))
     _report(args, summary)
     corrupt = summary.extra["corrupt"]
     if not args.json:

@@ -91,12 +91,11 @@ def _expand(urls: str | Iterable[str], registry: Any = None) -> list[str]:
 
     if (dataset := dataset_spec(urls, registry)) is not None:
         return dataset.urls
-    items = [urls] if isinstance(urls, str) else list(urls)
-    if any(isinstance(u, str) and (u.endswith("/") or any(c in u for c in "*?[")) for u in items):
-        from wds_cloud.listing import list_shards  # each glob or prefix listed, in place
+    if isinstance(urls, str) and (urls.endswith("/") or any(c in urls for c in "*?[")):
+        from wds_cloud.listing import list_shards
 
-        return list(list_shards(urls if isinstance(urls, str) else items, registry=registry))
-    return expand_urls(urls if isinstance(urls, str) else items)
+        return list(list_shards(urls, registry=registry))
+    return expand_urls(urls)
 
 
 class SimpleShardList:
