@@ -33,7 +33,7 @@ import numpy as np
 from PIL import Image
 
 import wds_cloud as wds
-from wds_cloud import dsort
+from wds_cloud.aistore import dsort
 from wds_cloud.openers.ais import AisOpener
 
 NUM_CLASSES = 4

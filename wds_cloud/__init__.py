@@ -23,10 +23,11 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the tables below
     from types import ModuleType
 
-    from wds_cloud.bench import (
-        BenchResult as BenchResult,
-        bench_loader as bench_loader,
-        bench_urls as bench_urls,
+    from wds_cloud.aistore.dsort import (
+        DsortJobError as DsortJobError,
+        DsortResult as DsortResult,
+        DsortSpec as DsortSpec,
+        DsortTimeoutError as DsortTimeoutError,
     )
     from wds_cloud.core.avdecode import (
         torch_audio as torch_audio,
@@ -60,6 +61,9 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     )
     from wds_cloud.core.dirshards import (
         DirectoryShardList as DirectoryShardList,
+    )
+    from wds_cloud.core.filecache import (
+        pipe_cleaner as pipe_cleaner,
     )
     from wds_cloud.core.fluid import (
         Cached as Cached,
@@ -146,12 +150,6 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     from wds_cloud.core.xdecode import (
         xdecode as xdecode,
     )
-    from wds_cloud.dsort import (
-        DsortJobError as DsortJobError,
-        DsortResult as DsortResult,
-        DsortSpec as DsortSpec,
-        DsortTimeoutError as DsortTimeoutError,
-    )
     from wds_cloud.errors import (
         ConfigError as ConfigError,
         DsortSpecError as DsortSpecError,
@@ -182,20 +180,17 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     from wds_cloud.listing import (
         list_shards as list_shards,
     )
-    from wds_cloud.openers.ais import (
+    from wds_cloud.openers.ais.opener import (
         AisConfig as AisConfig,
         AisOpener as AisOpener,
     )
-    from wds_cloud.openers.cache import (
-        ShardCache as ShardCache,
-    )
-    from wds_cloud.openers.cache_lru import (
+    from wds_cloud.openers.cache.lru import (
         LRUCleanup as LRUCleanup,
     )
-    from wds_cloud.openers.filecache import (
-        pipe_cleaner as pipe_cleaner,
+    from wds_cloud.openers.cache.shardcache import (
+        ShardCache as ShardCache,
     )
-    from wds_cloud.openers.gcs import (
+    from wds_cloud.openers.gcs.opener import (
         GcsConfig as GcsConfig,
         GcsOpener as GcsOpener,
     )
@@ -203,7 +198,7 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         gopen as gopen,
         gopen_schemes as gopen_schemes,
     )
-    from wds_cloud.openers.http import (
+    from wds_cloud.openers.http.opener import (
         HttpConfig as HttpConfig,
         HttpOpener as HttpOpener,
     )
@@ -220,12 +215,9 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         read_range as read_range,
         register_opener as register_opener,
     )
-    from wds_cloud.openers.s3 import (
+    from wds_cloud.openers.s3.opener import (
         S3Config as S3Config,
         S3Opener as S3Opener,
-    )
-    from wds_cloud.preview import (
-        contact_sheet as contact_sheet,
     )
     from wds_cloud.pytorch import (
         DataPipeline as DataPipeline,
@@ -245,6 +237,14 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         SageMakerEnv as SageMakerEnv,
         channel_shards as channel_shards,
         sagemaker_dataset as sagemaker_dataset,
+    )
+    from wds_cloud.tools.bench import (
+        BenchResult as BenchResult,
+        bench_loader as bench_loader,
+        bench_urls as bench_urls,
+    )
+    from wds_cloud.tools.preview import (
+        contact_sheet as contact_sheet,
     )
     from wds_cloud.urls import (
         expand_urls as expand_urls,
@@ -305,17 +305,17 @@ _EXPORTS: dict[str, str] = {
     "open_url": "wds_cloud.openers.registry",
     "read_range": "wds_cloud.openers.registry",
     "register_opener": "wds_cloud.openers.registry",
-    "ShardCache": "wds_cloud.openers.cache",
-    "AisConfig": "wds_cloud.openers.ais",
-    "AisOpener": "wds_cloud.openers.ais",
-    "GcsConfig": "wds_cloud.openers.gcs",
-    "GcsOpener": "wds_cloud.openers.gcs",
-    "HttpConfig": "wds_cloud.openers.http",
-    "HttpOpener": "wds_cloud.openers.http",
+    "ShardCache": "wds_cloud.openers.cache.shardcache",
+    "AisConfig": "wds_cloud.openers.ais.opener",
+    "AisOpener": "wds_cloud.openers.ais.opener",
+    "GcsConfig": "wds_cloud.openers.gcs.opener",
+    "GcsOpener": "wds_cloud.openers.gcs.opener",
+    "HttpConfig": "wds_cloud.openers.http.opener",
+    "HttpOpener": "wds_cloud.openers.http.opener",
     "LocalOpener": "wds_cloud.openers.local",
     "PipeOpener": "wds_cloud.openers.pipe",
-    "S3Config": "wds_cloud.openers.s3",
-    "S3Opener": "wds_cloud.openers.s3",
+    "S3Config": "wds_cloud.openers.s3.opener",
+    "S3Opener": "wds_cloud.openers.s3.opener",
     # tar + samples
     "iter_tar": "wds_cloud.core.tar",
     "base_plus_ext": "wds_cloud.core.samples",
@@ -384,10 +384,10 @@ _EXPORTS: dict[str, str] = {
     "default_collation_fn": "wds_cloud.core.collate",
     "torch_collate": "wds_cloud.core.collate",
     # dSort
-    "DsortJobError": "wds_cloud.dsort",
-    "DsortResult": "wds_cloud.dsort",
-    "DsortSpec": "wds_cloud.dsort",
-    "DsortTimeoutError": "wds_cloud.dsort",
+    "DsortJobError": "wds_cloud.aistore.dsort",
+    "DsortResult": "wds_cloud.aistore.dsort",
+    "DsortSpec": "wds_cloud.aistore.dsort",
+    "DsortTimeoutError": "wds_cloud.aistore.dsort",
     # SageMaker
     "SageMakerEnv": "wds_cloud.sagemaker",
     "channel_shards": "wds_cloud.sagemaker",
@@ -417,13 +417,13 @@ _EXPORTS: dict[str, str] = {
     "alias_webdataset": "wds_cloud.webdataset_api",
     "webdataset_module": "wds_cloud.webdataset_api",
     # measurement and preview
-    "BenchResult": "wds_cloud.bench",
-    "bench_loader": "wds_cloud.bench",
-    "bench_urls": "wds_cloud.bench",
-    "contact_sheet": "wds_cloud.preview",
+    "BenchResult": "wds_cloud.tools.bench",
+    "bench_loader": "wds_cloud.tools.bench",
+    "bench_urls": "wds_cloud.tools.bench",
+    "contact_sheet": "wds_cloud.tools.preview",
     # webdataset's cache and shard-list names (webdataset.cache, webdataset.shardlists)
-    "LRUCleanup": "wds_cloud.openers.cache_lru",
-    "pipe_cleaner": "wds_cloud.openers.filecache",
+    "LRUCleanup": "wds_cloud.openers.cache.lru",
+    "pipe_cleaner": "wds_cloud.core.filecache",
     "DirectoryShardList": "wds_cloud.core.dirshards",
     "MultiShardSample": "wds_cloud.core.multishard",
     "resampled": "wds_cloud.core.shards",

@@ -29,7 +29,7 @@ from wds_cloud.errors import ConfigError
 __all__ = ["WEBDATASET_MODULES", "alias_webdataset", "webdataset_module"]
 
 _DECODE = "wds_cloud.core.decode"
-_CACHE = "wds_cloud.openers.filecache"
+_CACHE = "wds_cloud.core.filecache"
 _GOPEN = "wds_cloud.openers.gopen"
 _SECURITY = "wds_cloud.security"
 _SHARDS = "wds_cloud.core.shards"

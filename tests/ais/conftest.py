@@ -14,7 +14,7 @@ import pytest
 from tests.emulators.ais.server import AisEmulator
 from tests.support import tarbuild
 from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 ETL_NAME = "upper-etl"

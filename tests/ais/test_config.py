@@ -10,7 +10,7 @@ import pytest
 from tests.ais.conftest import ETL_NAME, Shards
 from tests.emulators.ais.server import AisEmulator
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.ais import AisConfig, AisOpener
+from wds_cloud.openers.ais.opener import AisConfig, AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.ais
@@ -68,7 +68,7 @@ def test_missing_sdk_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['aistore'] = None\n"
         "from wds_cloud.errors import MissingDependencyError\n"
-        "from wds_cloud.openers.ais import AisOpener\n"
+        "from wds_cloud.openers.ais.opener import AisOpener\n"
         "try:\n"
         "    AisOpener(endpoint='http://127.0.0.1:9').open('ais://b/x.tar')\n"
         "except MissingDependencyError as e:\n"

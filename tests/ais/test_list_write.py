@@ -9,7 +9,7 @@ import pytest
 import wds_cloud as wds
 from tests.emulators.ais.server import AisEmulator
 from wds_cloud.errors import ConfigError, ShardNotFoundError, UploadError
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.ais

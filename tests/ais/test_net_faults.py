@@ -8,7 +8,7 @@ import pytest
 
 from tests.emulators.ais.server import AisEmulator
 from tests.support.netfaults import NetCase, NetFaultContract
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 
 pytestmark = pytest.mark.ais
 

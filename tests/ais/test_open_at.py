@@ -13,7 +13,7 @@ from tests.ais.conftest import Shards
 from tests.emulators.ais.server import AisEmulator
 from tests.openers.open_at_cases import check_ends, check_open_at
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 
 pytestmark = pytest.mark.ais
 

@@ -8,7 +8,7 @@ from tests.ais.conftest import ETL_NAME
 from tests.emulators.ais.server import AisEmulator
 from wds_cloud.core.compat import WebDataset
 from wds_cloud.listing import list_shards
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.writing.shardwriter import ShardWriter
 

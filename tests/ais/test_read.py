@@ -13,7 +13,7 @@ from tests.contract.opener_contract import OpenerCase, OpenerContract
 from tests.emulators.ais.server import AisEmulator
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError, ShardReadError
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 
 pytestmark = pytest.mark.ais
 

@@ -18,7 +18,7 @@ import pytest
 from tests.ais.conftest import make_shard
 from tests.ais.etl_upper import transform_tar
 from tests.emulators.ais.server import AisEmulator
-from wds_cloud import ais_transform as at
+from wds_cloud.aistore import transform as at
 from wds_cloud.errors import ConfigError
 
 pytestmark = pytest.mark.ais

@@ -11,7 +11,7 @@ import pytest
 
 from tests.contract.writer_contract import WriterCase, WriterContract
 from tests.emulators.ais.server import AisEmulator
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.ais

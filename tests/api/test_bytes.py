@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from wds_cloud.dsort.templates import parse_size
+from wds_cloud.aistore.dsort.templates import parse_size
 from wds_cloud.errors import ConfigError, DsortSpecError
-from wds_cloud.openers.cache import env_cache_size
-from wds_cloud.openers.readahead import readahead_bytes
+from wds_cloud.openers.cache.shardcache import env_cache_size
+from wds_cloud.openers.streams.readahead import readahead_bytes
 from wds_cloud.settings import env_bytes, parse_bytes
 
 SCALES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
+from wds_cloud.cli.demo import run_demo
 from wds_cloud.core.shardopen import tarfile_samples
-from wds_cloud.demo import run_demo
 
 
 def test_demo_writes_shards_and_reads_every_sample_back(tmp_path: object) -> None:
@@ -27,7 +27,7 @@ def test_demo_writes_shards_and_reads_every_sample_back(tmp_path: object) -> Non
 
 def test_demo_command_line_prints_throughput(tmp_path: object) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "wds_cloud.demo", "--dir", str(tmp_path), "--samples", "60"],
+        [sys.executable, "-m", "wds_cloud.cli", "demo", "--dir", str(tmp_path), "--samples", "60"],
         capture_output=True,
         text=True,
         check=True,

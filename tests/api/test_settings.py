@@ -158,7 +158,7 @@ def test_allow_switches(monkeypatch: pytest.MonkeyPatch, var: str, make: Callabl
 def test_verbose_cache_accepts_integers_and_words(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from wds_cloud.openers.cache import ShardCache
+    from wds_cloud.openers.cache.shardcache import ShardCache
 
     for text, verbose in [("0", False), ("3", True), ("on", True), ("no", False)]:
         monkeypatch.setenv("WDS_VERBOSE_CACHE", text)
@@ -183,11 +183,11 @@ def test_rank_and_world_size_are_named_when_bad(monkeypatch: pytest.MonkeyPatch)
 
 
 def _configs() -> dict[str, Any]:
-    from wds_cloud.openers.ais import AisConfig
-    from wds_cloud.openers.gcs_config import GcsConfig
-    from wds_cloud.openers.http import HttpConfig
+    from wds_cloud.openers.ais.opener import AisConfig
+    from wds_cloud.openers.gcs.config import GcsConfig
+    from wds_cloud.openers.http.opener import HttpConfig
     from wds_cloud.openers.pipe import PipeConfig
-    from wds_cloud.openers.s3_config import S3Config
+    from wds_cloud.openers.s3.config import S3Config
 
     return {
         "S3": S3Config(),
@@ -228,7 +228,7 @@ def test_unknown_opener_override_is_a_config_error(scheme: str) -> None:
 
 
 def test_apply_overrides_leaves_the_config_alone_without_overrides() -> None:
-    from wds_cloud.openers.http import HttpConfig
+    from wds_cloud.openers.http.opener import HttpConfig
 
     config = HttpConfig(retries=1)
     assert apply_overrides(config, None, "HTTP") is config
@@ -251,22 +251,22 @@ def _opener(scheme: str, **overrides: Any) -> Any:
 
         return PipeOpener(**overrides)
     if scheme == "http":
-        from wds_cloud.openers.http import HttpOpener
+        from wds_cloud.openers.http.opener import HttpOpener
 
         return HttpOpener(**{"retries": 0, **overrides})
     if scheme == "s3":
-        from wds_cloud.openers.s3 import S3Opener
+        from wds_cloud.openers.s3.opener import S3Opener
 
         return S3Opener(
             **{"endpoint_url": f"http://{_CLOSED}", "region": "us-east-1", "retries": 0},
             **overrides,
         )
     if scheme == "gcs":
-        from wds_cloud.openers.gcs import GcsOpener
+        from wds_cloud.openers.gcs.opener import GcsOpener
 
         return GcsOpener(**{"endpoint": f"http://{_CLOSED}", "retries": 0, **overrides})
     if scheme == "ais":
-        from wds_cloud.openers.ais import AisOpener
+        from wds_cloud.openers.ais.opener import AisOpener
 
         return AisOpener(**{"endpoint": f"http://{_CLOSED}", "retries": 0, **overrides})
     raise AssertionError(scheme)

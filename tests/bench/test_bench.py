@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from wds_cloud.bench import BenchResult, bench_loader, bench_urls
 from wds_cloud.errors import ConfigError
+from wds_cloud.tools.bench import BenchResult, bench_loader, bench_urls
 
 from .conftest import NSHARDS, PER_SHARD
 

@@ -5,7 +5,7 @@ opener's own form, sorted (``Opener`` in :mod:`wds_cloud.openers.registry`; each
 ``list`` docstring): nothing outside the prefix, no directory markers, nothing twice, and an
 empty list for a prefix nothing starts with. An opener that also has ``list_sizes(url)`` returns
 the same URLs with each object's size, equal to its stored length and to the size one request
-for it announces (:func:`~wds_cloud.openers.rangefile.object_size`).
+for it announces (:func:`~wds_cloud.openers.streams.rangefile.object_size`).
 
 To run it for a backend, subclass :class:`ListingContract` in a ``test_*.py`` module and
 provide a ``listing_case`` fixture returning a :class:`ListingCase`: the opener, ``put(name,
@@ -73,8 +73,8 @@ class ListingContract:
     def test_list_sizes_are_the_listed_urls_with_their_stored_sizes(
         self, stored: ListingCase
     ) -> None:
-        from wds_cloud.openers.rangefile import object_size
         from wds_cloud.openers.registry import OpenerRegistry
+        from wds_cloud.openers.streams.rangefile import object_size
 
         if not hasattr(stored.opener, "list_sizes"):
             pytest.skip("this backend lists names only (local files: os.stat)")

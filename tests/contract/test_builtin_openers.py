@@ -11,7 +11,7 @@ import pytest
 from tests.contract.opener_contract import OpenerCase, OpenerContract
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import ShardOpenError
-from wds_cloud.openers.http import HttpOpener
+from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener
 

@@ -43,7 +43,7 @@ class TestFileUrlListing(ListingContract):
 class TestS3Listing(ListingContract):
     @pytest.fixture
     def listing_case(self, seaweed: Any) -> ListingCase:
-        from wds_cloud.openers.s3 import S3Config, S3Opener
+        from wds_cloud.openers.s3.opener import S3Config, S3Opener
 
         client = boto3_client(seaweed.endpoint_url)
         bucket = create_bucket(client, f"listing-{next(_buckets)}")
@@ -66,7 +66,7 @@ class TestS3Listing(ListingContract):
 class TestGcsListing(ListingContract):
     @pytest.fixture
     def listing_case(self, fake_gcs: Any) -> ListingCase:
-        from wds_cloud.openers.gcs import GcsOpener
+        from wds_cloud.openers.gcs.opener import GcsOpener
 
         bucket = fake_gcs.client().create_bucket(f"listing-{next(_buckets)}")
         return ListingCase(
@@ -80,7 +80,7 @@ class TestGcsListing(ListingContract):
 class TestAisListing(ListingContract):
     @pytest.fixture
     def listing_case(self, ais_emulator: Any) -> ListingCase:
-        from wds_cloud.openers.ais import AisOpener
+        from wds_cloud.openers.ais.opener import AisOpener
 
         ais_emulator.store.create_bucket("listing")
         return ListingCase(

@@ -10,8 +10,8 @@ import tracemalloc
 import braceexpand
 import pytest
 
+from wds_cloud.aistore.dsort import expand_template
 from wds_cloud.braces import DEFAULT_MAX_URLS, max_urls, parse_braces
-from wds_cloud.dsort import expand_template
 from wds_cloud.errors import ConfigError, DsortSpecError
 from wds_cloud.urls import expand_urls, iter_urls
 

@@ -53,7 +53,7 @@ def test_redact_text_finds_every_url() -> None:
 def test_every_error_class_redacts_its_text() -> None:
     import pickle
 
-    from wds_cloud.dsort import DsortJobError
+    from wds_cloud.aistore.dsort import DsortJobError
     from wds_cloud.errors import (
         ConfigError,
         DsortSpecError,
@@ -90,10 +90,10 @@ def test_every_error_class_redacts_its_text() -> None:
 
 
 def test_config_reprs_mask_credentials() -> None:
-    from wds_cloud.openers.ais import AisConfig
-    from wds_cloud.openers.gcs_config import GcsConfig
-    from wds_cloud.openers.http import HttpConfig
-    from wds_cloud.openers.s3_config import S3Config
+    from wds_cloud.openers.ais.opener import AisConfig
+    from wds_cloud.openers.gcs.config import GcsConfig
+    from wds_cloud.openers.http.opener import HttpConfig
+    from wds_cloud.openers.s3.config import S3Config
 
     configs = [
         S3Config(

@@ -7,8 +7,8 @@ import pytest
 from tests.dsort.conftest import make_shards, read_shards
 from tests.dsort.test_jobs import spec
 from tests.emulators.ais.server import AisEmulator
-from wds_cloud import dsort
-from wds_cloud.openers.ais import AisConfig
+from wds_cloud.aistore import dsort
+from wds_cloud.openers.ais.opener import AisConfig
 
 pytestmark = pytest.mark.ais
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.dsort.conftest import make_shards, read_shards
 from tests.emulators.ais.server import AisEmulator
-from wds_cloud import dsort
+from wds_cloud.aistore import dsort
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "dsort_specs"
 SPEC_FILES = sorted(p for p in SPEC_DIR.iterdir() if p.suffix in (".json", ".yaml", ".yml"))

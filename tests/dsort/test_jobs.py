@@ -13,7 +13,7 @@ import pytest
 from tests.dsort.conftest import Record, make_shards, read_shards
 from tests.emulators.ais import dsort as emu_dsort
 from tests.emulators.ais.server import AisEmulator
-from wds_cloud import dsort
+from wds_cloud.aistore import dsort
 from wds_cloud.errors import DsortSpecError
 
 pytestmark = pytest.mark.ais

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from wds_cloud import dsort
-from wds_cloud.dsort import DsortLegacyKeyWarning, DsortSizeWarning
+from wds_cloud.aistore import dsort
+from wds_cloud.aistore.dsort import DsortLegacyKeyWarning, DsortSizeWarning
 from wds_cloud.errors import DsortSpecError
 
 BLOG = Path(__file__).parent / "data" / "blog-webdataset-part1.json"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.dsort.conftest import Record, make_shards, read_shards
 from tests.emulators.ais.server import AisEmulator
-from wds_cloud.dsort import (
+from wds_cloud.aistore.dsort import (
     DsortJobError,
     can_reshard_via_dsort,
     reshard_via_dsort,

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.emulators.ais import dsort as emu_dsort
-from wds_cloud.dsort import (
+from wds_cloud.aistore.dsort import (
     DsortSizeWarning,
     DsortSpec,
     expand_template,

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from tests.emulators.ais.server import AisEmulator
-from wds_cloud.openers.ais import AisOpener
+from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.fake_gcs import FakeGcsServer
 from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 _bucket_ids = itertools.count()
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch.utils.data
 
 from wds_cloud.core.samples import tar_samples
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 
 class GcsShards(torch.utils.data.IterableDataset):

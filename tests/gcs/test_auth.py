@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from wds_cloud.errors import ShardOpenError
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 pytestmark = pytest.mark.gcs
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.gcs import SCHEMES, GcsConfig, GcsOpener
+from wds_cloud.openers.gcs.opener import SCHEMES, GcsConfig, GcsOpener
 
 _VARS = (
     "STORAGE_EMULATOR_HOST",
@@ -108,7 +108,7 @@ def test_missing_sdk_names_the_extra() -> None:
         import sys
         sys.modules["google.cloud.storage"] = None
         from wds_cloud.errors import MissingDependencyError
-        from wds_cloud.openers.gcs import GcsOpener
+        from wds_cloud.openers.gcs.opener import GcsOpener
         opener = GcsOpener(endpoint="http://127.0.0.1:9")
         try:
             opener.open("gs://b/k")

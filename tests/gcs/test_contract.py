@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.contract.opener_contract import OpenerCase, OpenerContract
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 pytestmark = pytest.mark.gcs
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.gcs.shards import upload_shards
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 pytestmark = [pytest.mark.gcs, pytest.mark.slow]
 

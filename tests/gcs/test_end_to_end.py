@@ -8,7 +8,7 @@ import pytest
 
 from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.listing import list_shards
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.writing.shardwriter import ShardWriter
 

@@ -12,7 +12,7 @@ from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 
 from wds_cloud.errors import ShardNotFoundError, ShardOpenError
-from wds_cloud.openers.gcs_errors import translate_error
+from wds_cloud.openers.gcs.errors import translate_error
 
 URL = "gs://bkt/shard-0001.tar"
 EP = "http://127.0.0.1:1"

@@ -11,7 +11,7 @@ import pytest
 from tests.gcs.shards import upload_shards
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import ShardReadError
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 pytestmark = pytest.mark.gcs
 

@@ -11,7 +11,7 @@ import pytest
 import wds_cloud as wds
 from tests.support import indexcheck
 from tests.support.fake_gcs import FakeGcsServer
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.gcs

@@ -10,7 +10,7 @@ import pytest
 
 import wds_cloud as wds
 from wds_cloud.errors import ShardNotFoundError, ShardOpenError, UploadError
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.gcs

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.support.netfaults import NetCase, NetFaultContract
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 pytestmark = pytest.mark.gcs
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.openers.open_at_cases import check_ends, check_open_at
 from wds_cloud.errors import ShardNotFoundError, ShardReadError
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 
 pytestmark = pytest.mark.gcs
 

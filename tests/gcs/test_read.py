@@ -12,7 +12,7 @@ import pytest
 from tests.gcs.shards import upload_shards
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.gcs

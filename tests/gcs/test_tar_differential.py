@@ -16,7 +16,7 @@ import pytest
 from tests.support import targen
 from tests.support.fake_gcs import FakeGcsServer
 from tests.support.targen import Archive
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.gcs

@@ -9,7 +9,7 @@ import pytest
 
 from tests.contract.writer_contract import WriterCase, WriterContract
 from tests.support.fake_gcs import FakeGcsServer
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.gcs

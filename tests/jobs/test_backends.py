@@ -13,10 +13,10 @@ from tests.s3.conftest import make_config
 from wds_cloud.errors import ConfigError
 from wds_cloud.jobs import convert, map_shards, reshard
 from wds_cloud.jobs.reshard import input_shards
-from wds_cloud.openers.ais import AisOpener
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.ais.opener import AisOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pytestmark = pytest.mark.slow
 

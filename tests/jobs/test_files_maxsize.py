@@ -116,7 +116,7 @@ def _upload_s3(raw_client: Any, bucket: str, root: Path, prefix: str) -> None:
 
 @pytest.mark.s3
 def test_s3_prefix_is_cut_by_maxsize_as_the_local_tree(s3_endpoint, raw_client, bucket, tmp_path):
-    from wds_cloud.openers.s3 import S3Opener
+    from wds_cloud.openers.s3.opener import S3Opener
 
     tree = write_tree(tmp_path / "src", seed=21, samples=300)
     _upload_s3(raw_client, bucket, tmp_path / "src", "raw/")
@@ -135,7 +135,7 @@ def test_s3_prefix_is_cut_by_maxsize_as_the_local_tree(s3_endpoint, raw_client, 
 
 @pytest.mark.gcs
 def test_gs_prefix_is_cut_by_maxsize_as_the_local_tree(fake_gcs: Any, tmp_path):
-    from wds_cloud.openers.gcs import GcsOpener
+    from wds_cloud.openers.gcs.opener import GcsOpener
 
     write_tree(tmp_path / "src", seed=22, samples=40)
     bucket = fake_gcs.client().create_bucket("files-maxsize")
@@ -156,7 +156,7 @@ def test_ais_prefix_is_listed_once_and_sized_by_its_listing(ais_emulator: Any, t
     """The sizes that ``maxsize`` needs come with the prefix's one listing: the emulator sees
     the listing's pages once (not once to tell the input kind and again to plan), no HEAD, and
     one GET of each file (the task reading it); the shards are those of the local tree."""
-    from wds_cloud.openers.ais import AisOpener
+    from wds_cloud.openers.ais.opener import AisOpener
 
     tree = write_tree(tmp_path / "src", seed=23, samples=50)
     ais_emulator.store.create_bucket("sized")

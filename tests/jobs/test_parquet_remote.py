@@ -22,7 +22,7 @@ from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardReadError
 from wds_cloud.jobs import convert
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -135,7 +135,7 @@ def test_s3_prefix_converts_as_local_disk(s3_endpoint, raw_client, bucket, tmp_p
 
 @pytest.mark.gcs
 def test_gs_glob_converts_as_local_disk(fake_gcs: Any, tmp_path):
-    from wds_cloud.openers.gcs import GcsOpener
+    from wds_cloud.openers.gcs.opener import GcsOpener
 
     tables = write_dataset(tmp_path / "pq", seed=2)
     bucket = fake_gcs.client().create_bucket("parquet-in")
@@ -151,7 +151,7 @@ def test_gs_glob_converts_as_local_disk(fake_gcs: Any, tmp_path):
 
 @pytest.mark.ais
 def test_ais_prefix_converts_as_local_disk(ais_emulator: Any, tmp_path):
-    from wds_cloud.openers.ais import AisOpener
+    from wds_cloud.openers.ais.opener import AisOpener
 
     tables = write_dataset(tmp_path / "pq", seed=3)
     ais_emulator.store.create_bucket("pq", exist_ok=True)
@@ -250,7 +250,7 @@ def test_cli_converts_a_parquet_url_and_refuses_maxsize_for_it(tmp_path):
 def test_remote_reads_follow_row_groups_not_the_file(tmp_path):
     """A 12 MB file of 1.5 MB row groups: no read is much larger than a row group, the tasks
     together read the file about once, and its size is asked once (by the plan)."""
-    from wds_cloud.openers.http import HttpOpener
+    from wds_cloud.openers.http.opener import HttpOpener
 
     class Noting(HttpOpener):
         reads: list[int] = []

@@ -14,8 +14,8 @@ import pytest
 
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import ShardNotFoundError
-from wds_cloud.openers.rangefile import RangeFile, object_size
 from wds_cloud.openers.registry import OpenerRegistry
+from wds_cloud.openers.streams.rangefile import RangeFile, object_size
 
 _SIZES = (0, 1, 6, 7, 8, 63, 64, 65, 500, 1000, 4099)
 

@@ -61,7 +61,7 @@ def test_files_and_parquet_from_s3_on_ray_write_the_local_engines_bytes(
     from tests.jobs.test_parquet_remote import write_dataset
     from tests.s3.conftest import make_config
     from wds_cloud.openers.registry import OpenerRegistry
-    from wds_cloud.openers.s3 import S3Opener
+    from wds_cloud.openers.s3.opener import S3Opener
 
     write_tree(tmp_path / "src", seed=5, samples=150)
     write_dataset(tmp_path / "pq", seed=6)

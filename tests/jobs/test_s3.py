@@ -14,7 +14,7 @@ from tests.s3.conftest import make_config
 from wds_cloud.jobs import convert, reshard
 from wds_cloud.jobs.reshard import input_shards
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.backoff import Backoff, RetryPolicy, stall_bound
+from wds_cloud.openers.streams.backoff import Backoff, RetryPolicy, stall_bound
 
 
 class FakeTime:

@@ -13,8 +13,8 @@ from tests.openers.conftest import make_shard
 from tests.support.http_server import HttpFileServer
 from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardReadError
-from wds_cloud.openers.cache import TEMP_DIR, ShardCache, cache_name
-from wds_cloud.openers.http import HttpOpener
+from wds_cloud.openers.cache.shardcache import TEMP_DIR, ShardCache, cache_name
+from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.pipe import PipeCommandError
 from wds_cloud.openers.registry import OpenerRegistry
 

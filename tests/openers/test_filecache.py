@@ -20,11 +20,11 @@ import webdataset.cache as upstream
 import wds_cloud
 from tests.openers.conftest import make_shard
 from tests.support.http_server import HttpFileServer
+from wds_cloud.core import filecache as fc
 from wds_cloud.core.handlers import ignore_and_continue, ignore_and_stop
 from wds_cloud.errors import ConfigError, ShardNotFoundError
-from wds_cloud.openers import filecache as fc
-from wds_cloud.openers.cache import TEMP_DIR, ShardCache
-from wds_cloud.openers.cache_lru import LRUCleanup, evict_lru
+from wds_cloud.openers.cache.lru import LRUCleanup, evict_lru
+from wds_cloud.openers.cache.shardcache import TEMP_DIR, ShardCache
 from wds_cloud.webdataset_api import webdataset_module
 
 SCHEMES = ["", "file://", "http://", "https://", "ftp://", "gs://", "s3://", "ais://", "unknown://"]

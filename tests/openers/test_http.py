@@ -14,7 +14,7 @@ from tests.openers.conftest import make_shard
 from tests.support.http_server import HttpFileServer
 from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError, ShardReadError
-from wds_cloud.openers.http import HttpConfig, HttpOpener
+from wds_cloud.openers.http.opener import HttpConfig, HttpOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.http_server import HttpFileServer
 from tests.support.netfaults import NetCase, NetFaultContract
-from wds_cloud.openers.http import HttpOpener
+from wds_cloud.openers.http.opener import HttpOpener
 
 
 class TestHttpNetFaults(NetFaultContract):

@@ -19,7 +19,7 @@ from tests.support import indexcheck
 from tests.support.http_server import HttpFileServer
 from wds_cloud.index.build import build_index, scan_shard
 from wds_cloud.index.check import check_index
-from wds_cloud.openers.http import HttpOpener
+from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.registry import OpenerRegistry
 
 

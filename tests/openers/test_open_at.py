@@ -13,7 +13,7 @@ import pytest
 from tests.openers.open_at_cases import check_ends, check_open_at
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import ShardNotFoundError, ShardOpenError, ShardReadError
-from wds_cloud.openers.http import HttpOpener
+from wds_cloud.openers.http.opener import HttpOpener
 
 
 def _opener(**kw: Any) -> HttpOpener:
@@ -63,7 +63,7 @@ def test_server_ignoring_range_is_read_and_skipped(
     _put(http_server, "x.bin", data)
     http_server.ignore_range = True
     proxy = faulty_proxy(http_server.port)
-    logger = "wds_cloud.openers.http_range"
+    logger = "wds_cloud.openers.http.read"
     with (
         caplog.at_level(logging.WARNING, logger=logger),
         _opener().open_at(f"{proxy.url}/x.bin", 123_456) as stream,

@@ -1,4 +1,4 @@
-"""Parallel ranged reads (:mod:`wds_cloud.openers.prefetch`) through every backend, on the real
+"""Parallel ranged reads (:mod:`wds_cloud.openers.streams.prefetch`) through every backend, on the real
 local servers: SeaweedFS (S3), fake-gcs-server (GCS), the HTTP file server and the AIStore
 emulator.
 
@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import ShardReadError
-from wds_cloud.openers.prefetch import PrefetchReader
+from wds_cloud.openers.streams.prefetch import PrefetchReader
 
 PART = 4096
 SIZES = [0, 1, PART - 1, PART, PART + 1, 2 * PART - 1, 2 * PART, 3 * PART + 7, 8 * PART + 1]
@@ -41,7 +41,7 @@ class Backend:
 @pytest.fixture(scope="module")
 def s3_backend(seaweed: Any) -> Backend:
     from tests.support.seaweed import ACCESS_KEY, REGION, SECRET_KEY, boto3_client, create_bucket
-    from wds_cloud.openers.s3 import S3Opener
+    from wds_cloud.openers.s3.opener import S3Opener
 
     client = boto3_client(seaweed.endpoint_url)
     bucket = create_bucket(client, f"prefetch-{int(time.time() * 1000) % 10**6}")
@@ -65,7 +65,7 @@ def s3_backend(seaweed: Any) -> Backend:
 
 @pytest.fixture(scope="module")
 def gcs_backend(fake_gcs: Any) -> Backend:
-    from wds_cloud.openers.gcs import GcsOpener
+    from wds_cloud.openers.gcs.opener import GcsOpener
 
     client = fake_gcs.client()
     bucket = client.create_bucket(f"prefetch-{int(time.time() * 1000) % 10**6}")
@@ -81,7 +81,7 @@ def gcs_backend(fake_gcs: Any) -> Backend:
 
 @pytest.fixture(scope="module")
 def http_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
-    from wds_cloud.openers.http import HttpOpener
+    from wds_cloud.openers.http.opener import HttpOpener
 
     root = tmp_path_factory.mktemp("prefetch-www")
     with HttpFileServer(root) as server:
@@ -100,7 +100,7 @@ def http_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
 
 @pytest.fixture(scope="module")
 def ais_backend(ais_server: Any) -> Backend:
-    from wds_cloud.openers.ais import AisOpener
+    from wds_cloud.openers.ais.opener import AisOpener
 
     ais_server.reset()
     ais_server.store.create_bucket("pf")

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.ais import AisConfig
-from wds_cloud.openers.gcs_config import GcsConfig
-from wds_cloud.openers.http import HttpConfig, HttpOpener
-from wds_cloud.openers.prefetch import DEFAULT_PREFETCH, DEFAULT_PREFETCH_CHUNK
-from wds_cloud.openers.s3_config import S3Config
+from wds_cloud.openers.ais.opener import AisConfig
+from wds_cloud.openers.gcs.config import GcsConfig
+from wds_cloud.openers.http.opener import HttpConfig, HttpOpener
+from wds_cloud.openers.s3.config import S3Config
+from wds_cloud.openers.streams.prefetch import DEFAULT_PREFETCH, DEFAULT_PREFETCH_CHUNK
 
 CONFIGS: list[tuple[Any, str]] = [
     (S3Config, "S3"),

@@ -1,4 +1,4 @@
-"""Read-ahead (:mod:`wds_cloud.openers.readahead`) against the bytes read without it.
+"""Read-ahead (:mod:`wds_cloud.openers.streams.readahead`) against the bytes read without it.
 
 Real servers: the HTTP file server fixture and SeaweedFS (the S3 tests' session server). Each
 generated object is read through read-ahead with small limits and pieces (so the thread waits
@@ -25,14 +25,14 @@ from tests.s3 import conftest as s3_fixtures
 from tests.support.http_server import HttpFileServer
 from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardError, ShardReadError
-from wds_cloud.openers.http import HttpOpener
-from wds_cloud.openers.readahead import (
+from wds_cloud.openers.http.opener import HttpOpener
+from wds_cloud.openers.registry import OpenerRegistry
+from wds_cloud.openers.streams.readahead import (
     DEFAULT_READAHEAD,
     ReadAhead,
     open_ahead,
     readahead_bytes,
 )
-from wds_cloud.openers.registry import OpenerRegistry
 
 # The S3 tests' fixtures over the one session SeaweedFS (tests/conftest.py), same names.
 s3_endpoint = s3_fixtures.s3_endpoint
@@ -152,8 +152,8 @@ def test_http_bytes_equal(www: tuple[HttpFileServer, Path], limit: int, piece: i
 
 def test_s3_bytes_equal(s3_endpoint: str, raw_client: Any, bucket: str) -> None:
     registry = OpenerRegistry(readahead=0)
-    registry.register("s3", "wds_cloud.openers.s3:S3Opener", override=True)
-    from wds_cloud.openers.s3 import S3Opener
+    registry.register("s3", "wds_cloud.openers.s3.opener:S3Opener", override=True)
+    from wds_cloud.openers.s3.opener import S3Opener
 
     for prefetch in (0, 3):
         opener = S3Opener(make_config(s3_endpoint, prefetch=prefetch, prefetch_chunk=70_001))
@@ -350,7 +350,7 @@ class _S3Factory:
     """An S3 opener for the test server with the test credentials, registered as an object."""
 
     def __init__(self, endpoint: str) -> None:
-        from wds_cloud.openers.s3 import S3Opener
+        from wds_cloud.openers.s3.opener import S3Opener
 
         self._opener = S3Opener(make_config(endpoint))
 
@@ -368,7 +368,7 @@ def test_s3_cut_raises_at_its_offset(
     data = random.Random(cut).randbytes(1_000_000)
     raw_client.put_object(Bucket=bucket, Key="cut.bin", Body=data)
     proxy = faulty_proxy(seaweed.ports["s3.port"], cut_after=cut, reset=True)
-    from wds_cloud.openers.s3 import S3Opener
+    from wds_cloud.openers.s3.opener import S3Opener
 
     url = f"s3://{bucket}/cut.bin"
     source = S3Opener(make_config(proxy.url, retries=0)).open(url)

@@ -14,15 +14,15 @@ import pytest
 import wds_cloud.openers
 from tests.support.http_server import HttpFileServer
 from tests.support.typecheck import run_mypy
-from wds_cloud.openers.cache import ShardCache
-from wds_cloud.openers.http import HttpOpener
+from wds_cloud.openers.cache.shardcache import ShardCache
+from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener
-from wds_cloud.openers.rangefile import RangeFile
-from wds_cloud.openers.readahead import ReadAhead
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.resume import ResumableReader, past_end
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.rangefile import RangeFile
+from wds_cloud.openers.streams.readahead import ReadAhead
+from wds_cloud.openers.streams.resumable import ResumableReader, past_end
+from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.sagemaker.fifo import FifoReader
 
 ROOT = Path(wds_cloud.openers.__file__).resolve().parents[2]
@@ -101,16 +101,16 @@ SNIPPET = """
 import io
 from typing import IO
 from wds_cloud.openers import Opener, ReadStream, open_url
-from wds_cloud.openers.ais import AisOpener
-from wds_cloud.openers.cache import ShardCache
-from wds_cloud.openers.gcs import GcsOpener
-from wds_cloud.openers.http import HttpOpener
+from wds_cloud.openers.ais.opener import AisOpener
+from wds_cloud.openers.cache.shardcache import ShardCache
+from wds_cloud.openers.gcs.opener import GcsOpener
+from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener
-from wds_cloud.openers.rangefile import RangeFile
-from wds_cloud.openers.readahead import ReadAhead
+from wds_cloud.openers.streams.rangefile import RangeFile
+from wds_cloud.openers.streams.readahead import ReadAhead
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 from wds_cloud.sagemaker.fifo import open_fifo
 
 

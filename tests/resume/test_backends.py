@@ -65,7 +65,7 @@ class Backend:
 
 
 def _http(tmp_path: Path) -> Iterator[Backend]:
-    from wds_cloud.openers.http import HttpOpener
+    from wds_cloud.openers.http.opener import HttpOpener
 
     root = tmp_path / "www"
     root.mkdir()
@@ -81,7 +81,7 @@ def _http(tmp_path: Path) -> Iterator[Backend]:
 
 
 def _gcs(server: Any) -> Iterator[Backend]:
-    from wds_cloud.openers.gcs import GcsOpener
+    from wds_cloud.openers.gcs.opener import GcsOpener
 
     client = server.client()
     bucket = client.create_bucket(f"resume-{id(client)}")
@@ -100,7 +100,7 @@ def _gcs(server: Any) -> Iterator[Backend]:
 
 
 def _ais(emu: Any) -> Iterator[Backend]:
-    from wds_cloud.openers.ais import AisOpener
+    from wds_cloud.openers.ais.opener import AisOpener
 
     emu.store.create_bucket("resume")
     yield Backend(
@@ -234,7 +234,7 @@ def test_resume_through_an_ais_etl(ais_emulator: Any, upper_etl: str) -> None:  
     """Through an inline ETL the tail is read from the transformed object's start up to the
     position (AIStore ignores Range there); the samples are the transformed ones, once each."""
     import wds_cloud as wds
-    from wds_cloud.openers.ais import AisOpener
+    from wds_cloud.openers.ais.opener import AisOpener
 
     urls, keys = _etl_shards(ais_emulator, "etl", upper_etl)
     opener = counting(AisOpener)(endpoint=ais_emulator.url, retries=2, backoff=0.0)
@@ -261,7 +261,7 @@ def test_resume_through_an_ais_etl_with_samples_in_buffers(
     offsets are the transformed stream's): such a shard is read again from its start and the
     wanted samples picked; every sample once, transformed."""
     import wds_cloud as wds
-    from wds_cloud.openers.ais import AisOpener
+    from wds_cloud.openers.ais.opener import AisOpener
 
     urls, keys = _etl_shards(ais_emulator, "etlbuf", upper_etl)
     registry = _registry("ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0))
@@ -282,7 +282,7 @@ def test_resume_over_an_http_server_that_ignores_range(tmp_path: Path) -> None:
     """A server answering every ranged GET with 200 and the whole shard: tails and buffered
     samples are still the right bytes (read from the start and skipped), each sample once."""
     import wds_cloud as wds
-    from wds_cloud.openers.http import HttpOpener
+    from wds_cloud.openers.http.opener import HttpOpener
 
     root = tmp_path / "www"
     root.mkdir()

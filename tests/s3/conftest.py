@@ -24,7 +24,7 @@ from tests.support.seaweed import (
     boto3_client,
     create_bucket,
 )
-from wds_cloud.openers.s3 import S3Config, S3Opener
+from wds_cloud.openers.s3.opener import S3Config, S3Opener
 
 __all__ = ["ACCESS_KEY", "REGION", "SECRET_KEY", "faulty_proxy"]
 

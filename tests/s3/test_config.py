@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.s3 import S3Config, S3Opener, split_s3_url
+from wds_cloud.openers.s3.opener import S3Config, S3Opener, split_s3_url
 
 
 def test_defaults() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from tests.s3.conftest import make_config
 from tests.support import indexcheck
 from tests.support.seaweed import create_bucket
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Config, S3Opener
+from wds_cloud.openers.s3.opener import S3Config, S3Opener
 
 pytestmark = pytest.mark.s3
 

@@ -11,7 +11,7 @@ from tests.s3.conftest import make_config
 from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.listing import list_shards
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pytestmark = pytest.mark.s3
 

@@ -12,8 +12,8 @@ import pytest
 
 from tests.s3.conftest import make_config
 from tests.support.netfaults import NetCase, NetFaultContract
-from wds_cloud.openers.s3 import S3Opener
-from wds_cloud.openers.s3_read import raw_body
+from wds_cloud.openers.s3.opener import S3Opener
+from wds_cloud.openers.s3.read import raw_body
 
 pytestmark = pytest.mark.s3
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.openers.open_at_cases import check_ends, check_open_at
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pytestmark = [pytest.mark.s3]
 

@@ -22,7 +22,7 @@ from wds_cloud.errors import (
     ShardReadError,
 )
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Config, S3Opener
+from wds_cloud.openers.s3.opener import S3Config, S3Opener
 
 pytestmark = pytest.mark.s3
 

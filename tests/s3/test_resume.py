@@ -8,7 +8,7 @@ import pytest
 
 from tests.resume.helpers import assert_exactly_once, counting, run_interrupted, shard_bytes
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pytestmark = [pytest.mark.s3]
 

@@ -14,7 +14,7 @@ from wds_cloud.core.handlers import ContinueHandler
 from wds_cloud.core.shardopen import ShardOpener
 from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 from wds_cloud.resume import reader
 from wds_cloud.resume.state import WorkItem
 

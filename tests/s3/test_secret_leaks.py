@@ -116,7 +116,7 @@ def write_one(url: str, scheme: str, opener: Any) -> None:
 
 
 def http_case(request: pytest.FixtureRequest, probe: Probe) -> None:
-    from wds_cloud.openers.http import HttpConfig, HttpOpener
+    from wds_cloud.openers.http.opener import HttpConfig, HttpOpener
 
     root = request.getfixturevalue("tmp_path") / "www"
     root.mkdir()
@@ -154,7 +154,7 @@ def http_case(request: pytest.FixtureRequest, probe: Probe) -> None:
 
 
 def s3_case(request: pytest.FixtureRequest, probe: Probe) -> None:
-    from wds_cloud.openers.s3 import S3Opener
+    from wds_cloud.openers.s3.opener import S3Opener
 
     endpoint = request.getfixturevalue("s3_endpoint")
     raw = request.getfixturevalue("raw_client")
@@ -192,7 +192,7 @@ def s3_case(request: pytest.FixtureRequest, probe: Probe) -> None:
 
 
 def gcs_case(request: pytest.FixtureRequest, probe: Probe) -> None:
-    from wds_cloud.openers.gcs import GcsConfig, GcsOpener
+    from wds_cloud.openers.gcs.opener import GcsConfig, GcsOpener
 
     server = request.getfixturevalue("fake_gcs")
     client = server.client()
@@ -237,7 +237,7 @@ def gcs_case(request: pytest.FixtureRequest, probe: Probe) -> None:
 
 
 def ais_case(request: pytest.FixtureRequest, probe: Probe) -> None:
-    from wds_cloud.openers.ais import AisConfig, AisOpener
+    from wds_cloud.openers.ais.opener import AisConfig, AisOpener
 
     emu = request.getfixturevalue("ais_emulator")
     emu.store.create_bucket("data")

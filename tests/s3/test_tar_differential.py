@@ -16,7 +16,7 @@ from tests.support import targen
 from tests.support.seaweed import create_bucket
 from tests.support.targen import Archive
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Config, S3Opener
+from wds_cloud.openers.s3.opener import S3Config, S3Opener
 
 pytestmark = pytest.mark.s3
 

@@ -14,8 +14,8 @@ import pytest
 
 from tests.s3.conftest import ACCESS_KEY, REGION, SECRET_KEY, make_config
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.s3 import S3Opener
-from wds_cloud.openers.s3_uploads import (
+from wds_cloud.openers.s3.opener import S3Opener
+from wds_cloud.openers.s3.uploads import (
     abort_upload,
     list_incomplete_uploads,
     parse_duration,

@@ -12,7 +12,7 @@ from tests.s3.conftest import make_config
 from wds_cloud import security
 from wds_cloud.errors import UploadError
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Opener
+from wds_cloud.openers.s3.opener import S3Opener
 
 pytestmark = pytest.mark.s3
 

@@ -13,7 +13,7 @@ import pytest
 from tests.contract.writer_contract import WriterCase, WriterContract
 from tests.s3.conftest import make_config
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import MIN_PART_SIZE, S3Opener
+from wds_cloud.openers.s3.opener import MIN_PART_SIZE, S3Opener
 
 pytestmark = pytest.mark.s3
 

@@ -11,8 +11,8 @@ import pytest
 from tests.emulators.ais.server import AisEmulator
 from tests.support.fake_gcs import FakeGcsServer
 from wds_cloud.core.samples import tar_samples
-from wds_cloud.openers.ais import AisOpener
-from wds_cloud.openers.gcs import GcsOpener
+from wds_cloud.openers.ais.opener import AisOpener
+from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.writing.shardwriter import ShardWriter
 

@@ -17,7 +17,7 @@ from tests.support.seaweed import (
 )
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.s3 import S3Config, S3Opener
+from wds_cloud.openers.s3.opener import S3Config, S3Opener
 from wds_cloud.writing.shardwriter import ShardWriter
 from wds_cloud.writing.upload import upload_shards
 

@@ -15,10 +15,10 @@ import pytest
 
 from tests.writing.conftest import parse_headers
 from wds_cloud.openers.local import LocalOpener
-from wds_cloud.openers.registry import OpenerRegistry
+from wds_cloud.openers.registry import OpenerRegistry, open_sink
 from wds_cloud.writing.shardwriter import ShardWriter
 from wds_cloud.writing.tarwriter import TarWriter
-from wds_cloud.writing.upload import open_sink, upload_shards
+from wds_cloud.writing.upload import upload_shards
 
 
 class RecordingLocal(LocalOpener):

@@ -42,13 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     from wds_cloud.cli.ais import register as register_ais
     from wds_cloud.cli.create import register as register_create
+    from wds_cloud.cli.demo import register as register_demo
     from wds_cloud.cli.dsort import register as register_dsort
     from wds_cloud.cli.index import register as register_index
     from wds_cloud.cli.jobs import register as register_jobs
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
     from wds_cloud.cli.uploads import register as register_uploads
-    from wds_cloud.demo import register as register_demo
 
     parser = argparse.ArgumentParser(
         prog="wds-cloud",

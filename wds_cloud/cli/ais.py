@@ -25,7 +25,7 @@ from wds_cloud.cli.text import shown
 from wds_cloud.errors import ConfigError
 
 if TYPE_CHECKING:
-    from wds_cloud.ais_transform import TransformResult
+    from wds_cloud.aistore.transform import TransformResult
 
 __all__ = ["register"]
 
@@ -92,7 +92,7 @@ def _report(command: str, result: TransformResult, as_json: bool) -> int:
 
 
 def cmd_transform(args: argparse.Namespace) -> int:
-    from wds_cloud import ais_transform as at
+    from wds_cloud.aistore import transform as at
 
     objects = _read_objects(args.objects_file) if args.objects_file else None
     ext = dict(args.ext) if args.ext else None
@@ -133,7 +133,7 @@ def cmd_transform(args: argparse.Namespace) -> int:
 
 
 def _wait(args: argparse.Namespace, job: Any) -> int:
-    from wds_cloud import ais_transform as at
+    from wds_cloud.aistore import transform as at
 
     try:
         result = at.wait_transform(
@@ -152,7 +152,7 @@ def _wait(args: argparse.Namespace, job: Any) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from wds_cloud import ais_transform as at
+    from wds_cloud.aistore import transform as at
 
     if args.wait:
         return _wait(args, args.job)

@@ -58,7 +58,7 @@ def remove_url(url: str) -> None:
         return
     opener = default_registry().for_url(url)
     if scheme == "s3":
-        from wds_cloud.openers.s3_config import split_s3_url
+        from wds_cloud.openers.s3.config import split_s3_url
 
         bucket, key = split_s3_url(url)
         opener.client().delete_object(Bucket=bucket, Key=key)

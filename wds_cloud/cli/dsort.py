@@ -1,7 +1,7 @@
 """``dsort start``, ``dsort wait`` and ``dsort abort``: run AIStore dSort jobs.
 
 ``start SPEC`` reads a JSON/YAML spec file, or ``-`` for standard input (JSON or YAML), checks
-it as :func:`wds_cloud.dsort.validate` does (old key names such as ``extension`` or ``bck`` are
+it as :func:`wds_cloud.aistore.dsort.validate` does (old key names such as ``extension`` or ``bck`` are
 accepted, each with a warning naming the current key), starts the job and prints its id.
 ``wait JOB`` polls the job, with a progress bar on stderr (shards created / to create) when
 stderr is a terminal, and exits with 0 when the job finished, 1 when it failed or was aborted
@@ -35,7 +35,7 @@ def read_spec(source: str) -> dict[str, Any]:
     Raises:
         DsortSpecError: unreadable or invalid spec (``.field`` names the key).
     """
-    from wds_cloud.dsort import load_spec, validate
+    from wds_cloud.aistore.dsort import load_spec, validate
 
     if source != "-":
         return load_spec(source)
@@ -68,7 +68,7 @@ def _print_warnings(command: str, caught: list[warnings.WarningMessage]) -> None
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from wds_cloud import dsort
+    from wds_cloud.aistore import dsort
 
     endpoint = _endpoint(args)
     with warnings.catch_warnings(record=True) as caught:
@@ -85,7 +85,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    from wds_cloud import dsort
+    from wds_cloud.aistore import dsort
 
     result = dsort.wait(
         args.job,
@@ -109,7 +109,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_abort(args: argparse.Namespace) -> int:
-    from wds_cloud import dsort
+    from wds_cloud.aistore import dsort
 
     dsort.abort(args.job, endpoint=_endpoint(args))
     print(f"aborted {shown(args.job)}")

@@ -50,7 +50,7 @@ _DSORT_FLAGS = (
 
 
 def cmd_dsort_spec(args: argparse.Namespace) -> int:
-    from wds_cloud.dsort import DsortSpec
+    from wds_cloud.aistore.dsort import DsortSpec
 
     fields: dict[str, Any] = {
         name: getattr(args, name) for name, _ in _DSORT_FLAGS if getattr(args, name) is not None
@@ -71,7 +71,7 @@ def cmd_dsort_spec(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from wds_cloud.bench import bench_urls
+    from wds_cloud.tools.bench import bench_urls
 
     fields = args.fields.split() if args.fields else None
     step = None

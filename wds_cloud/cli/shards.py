@@ -10,25 +10,12 @@ from typing import Any
 
 from wds_cloud.cli.common import emit_json, percentile, progress, shard_url, shard_urls
 from wds_cloud.cli.text import printable, redact_data, shown
-from wds_cloud.errors import SampleError, ShardError, ShardNotFoundError
+from wds_cloud.errors import ShardNotFoundError
+from wds_cloud.tools.inspect import sample_sizes, verify_shard
 
 
 def _bar_enabled(args: argparse.Namespace) -> bool:
     return not args.quiet and sys.stderr.isatty()
-
-
-def _sample_sizes(url: str, on_warning: Any = None, registry: Any = None) -> Any:
-    """Yield ``(key, {ext: size})`` for every sample of a shard."""
-    from wds_cloud.core.samples import tar_samples
-    from wds_cloud.openers.registry import open_url
-
-    stream = open_url(url, registry=registry)
-    try:
-        for sample in tar_samples(stream, url, on_warning=on_warning):
-            sizes = {k: len(v) for k, v in sample.items() if not k.startswith("__")}
-            yield sample["__key__"], sizes
-    finally:
-        stream.close()
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -42,7 +29,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     listing = []
     for url in urls:
-        samples = [{"key": key, "files": sizes} for key, sizes in _sample_sizes(url)]
+        samples = [{"key": key, "files": sizes} for key, sizes in sample_sizes(url)]
         listing.append({"url": url, "samples": samples})
         if not args.json:
             print(f"{shown(url)}  ({len(samples)} samples)")
@@ -82,7 +69,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     ext_counts: Counter[str] = Counter()
     sizes: list[int] = []
     for url in progress(urls, total=len(urls), desc="stats", enabled=_bar_enabled(args)):
-        for _key, files in _sample_sizes(url):
+        for _key, files in sample_sizes(url):
             ext_counts.update(files.keys())
             sizes.append(sum(files.values()))
     sizes.sort()
@@ -115,47 +102,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify_one(url: str, registry: Any = None) -> dict[str, Any]:
-    """Parse one shard fully (through ``registry``, the default one when None); return its
-    report (``ok``, samples, or the error's location)."""
-    samples = 0
-    warnings: list[dict[str, Any]] = []
-
-    def warn(message: str, offset: int) -> None:
-        warnings.append({"offset": offset, "warning": message})
-
-    try:
-        for _ in _sample_sizes(url, warn, registry):
-            samples += 1
-    except ShardError as exc:
-        return {
-            "url": url,
-            "ok": False,
-            "samples": samples,
-            "offset": exc.offset,
-            "member": getattr(exc, "member", None),
-            "error": getattr(exc, "reason", None) or str(exc),
-            "type": type(exc).__name__,
-            "warnings": warnings,
-        }
-    except SampleError as exc:
-        return {
-            "url": url,
-            "ok": False,
-            "samples": samples,
-            "offset": None,
-            "member": getattr(exc, "key", None),
-            "error": getattr(exc, "reason", None) or str(exc),
-            "type": type(exc).__name__,
-            "warnings": warnings,
-        }
-    return {"url": url, "ok": True, "samples": samples, "warnings": warnings}
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
     urls = shard_urls(args.spec)
     reports = [
-        _verify_one(url)
+        verify_shard(url)
         for url in progress(urls, total=len(urls), desc="verify", enabled=_bar_enabled(args))
     ]
     bad = [r for r in reports if not r["ok"]]
@@ -176,7 +126,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    from wds_cloud.preview import contact_sheet
+    from wds_cloud.tools.preview import contact_sheet
 
     sheet = contact_sheet(
         shard_urls(args.spec),

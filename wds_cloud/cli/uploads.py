@@ -30,7 +30,7 @@ def _opener(url: str) -> Any:
         raise ConfigError(f"cannot list incomplete uploads under {url!r}: {_NOT_LISTABLE[scheme]}")
     if scheme != "s3":
         raise ConfigError(f"incomplete uploads exist only on object stores; use s3://, not {url!r}")
-    from wds_cloud.openers.s3 import S3Opener
+    from wds_cloud.openers.s3.opener import S3Opener
 
     opener = default_registry().for_url(url)
     if not isinstance(opener, S3Opener):
@@ -41,7 +41,7 @@ def _opener(url: str) -> Any:
 
 
 def _find(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    from wds_cloud.openers.s3_uploads import list_incomplete_uploads, parse_duration
+    from wds_cloud.openers.s3.uploads import list_incomplete_uploads, parse_duration
 
     older = parse_duration(args.older_than) if args.older_than else None
     opener = _opener(args.prefix)
@@ -65,7 +65,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_abort(args: argparse.Namespace) -> int:
-    from wds_cloud.openers.s3_uploads import abort_upload
+    from wds_cloud.openers.s3.uploads import abort_upload
 
     opener, uploads = _find(args)
     aborted: list[Any] = []

@@ -24,10 +24,9 @@ from typing import IO, Any, cast
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.tarsource import read_full as _read_full
 from wds_cloud.errors import MissingDependencyError, SampleError, ShardReadError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.stream import ReadStream, read_full as _read_full
 
 __all__ = [
     "cbors_samples",

@@ -29,7 +29,7 @@ from wds_cloud.core.shards import (
     split_by_worker,
 )
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.cache import env_cache_dir
+from wds_cloud.openers.cache.shardcache import env_cache_dir
 from wds_cloud.settings import env_first, parse_int
 
 log = logging.getLogger(__name__)

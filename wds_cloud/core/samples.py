@@ -23,7 +23,7 @@ from typing import IO, Any
 from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.tar import Warn, iter_tar_positions
 from wds_cloud.errors import SampleError, ShardError
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.samples import Sample, _is_meta, tar_samples
 from wds_cloud.core.tar import iter_tar
 from wds_cloud.errors import SampleError
-from wds_cloud.openers.readahead import open_ahead
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.readahead import open_ahead
+from wds_cloud.openers.streams.stream import ReadStream
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,9 @@ class ShardOpener:
 
     @property
     def cache(self) -> Any:
-        """The :class:`~wds_cloud.openers.cache.ShardCache`, or None without ``cache_dir``."""
+        """The :class:`~wds_cloud.openers.cache.shardcache.ShardCache`, or None without ``cache_dir``."""
         if self._cache is None and self.cache_dir is not None:
-            from wds_cloud.openers.cache import ShardCache
+            from wds_cloud.openers.cache.shardcache import ShardCache
 
             self._cache = ShardCache(
                 self.cache_dir, max_bytes=self.cache_size, registry=self.registry
@@ -85,7 +85,7 @@ class ShardOpener:
 
     def opens_early(self, url: str) -> bool:
         """Whether a shard reader may open ``url`` while the shard before it is being read
-        (remote streams read ahead, no cache; see :mod:`wds_cloud.openers.readahead`)."""
+        (remote streams read ahead, no cache; see :mod:`wds_cloud.openers.streams.readahead`)."""
         registry = self.registry or default_registry()
         return self.cache_dir is None and registry.reads_ahead(url)
 

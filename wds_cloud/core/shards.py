@@ -364,3 +364,17 @@ def split_by_sample(src: Iterable[Any], group: Any = None) -> Iterator[Any]:
     samples stage and without node/worker shard splitting.
     """
     return _split_by_sample(src, group)
+
+
+class SplitReaders:
+    """A picklable node splitter: keep every ``world_size``-th shard from ``rank``."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank = rank
+        self.world_size = world_size
+
+    def __call__(self, src: Iterable[Any]) -> Iterator[Any]:
+        return itertools.islice(src, self.rank, None, self.world_size)
+
+    def __repr__(self) -> str:
+        return f"SplitReaders(rank={self.rank}, world_size={self.world_size})"

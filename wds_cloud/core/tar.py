@@ -39,7 +39,7 @@ from wds_cloud.errors import ShardReadError
 from wds_cloud.redact import redact_url
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.stream import ReadStream
+    from wds_cloud.openers.streams.stream import ReadStream
 
 DEFAULT_BUFSIZE = 4 << 20
 _EXTENDED = frozenset(b"xXL")  # headers that describe the member after them

@@ -17,9 +17,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from wds_cloud.core.tarheader import BLOCK
 from wds_cloud.errors import ShardReadError
+from wds_cloud.openers.streams.stream import read_full
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.stream import ReadStream
+    from wds_cloud.openers.streams.stream import ReadStream
 
 READ_CHUNK = 16 << 20  # bytes read at once for a member that does not fit the buffer
 DONTNEED_STEP = 64 << 20  # mmap: release pages behind the cursor every this many bytes
@@ -73,35 +74,6 @@ class _Prefixed:
 
     def close(self) -> None:
         pass  # the caller owns ``stream``
-
-
-def read_full(stream: Any, n: int) -> bytes:
-    """Read up to ``n`` bytes, looping over short reads; shorter only at end of stream."""
-    data = stream.read(n)
-    if data is None:
-        data = b""
-    if len(data) == n or not data:
-        return bytes(data)
-    parts = [data]
-    got = len(data)
-    while got < n:
-        more = stream.read(n - got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
-def skip_bytes(stream: Any, n: int) -> int:
-    """Read and drop ``n`` bytes of ``stream`` (for streams that cannot seek); returns how many
-    could not be skipped because the stream ended first (0 normally)."""
-    while n > 0:
-        dropped = len(read_full(stream, min(n, 1 << 22)))
-        if not dropped:
-            break
-        n -= dropped
-    return n
 
 
 def _peek_kind(stream: Any) -> tuple[str, Any]:

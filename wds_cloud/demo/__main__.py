@@ -1,4 +1,4 @@
-"""``python -m wds_cloud.demo``: the same as ``wds-cloud demo`` (the command line runs it)."""
+"""``python -m wds_cloud.demo`` (deprecated): the same as ``wds-cloud demo`` (the command line runs it)."""
 
 import sys
 

@@ -259,7 +259,7 @@ def build_index(
     def work(url: str) -> ShardScan:
         scan = scan_shard(url, registry=registry)
         if write and scan.idx is not None:
-            from wds_cloud.writing.upload import open_sink
+            from wds_cloud.openers.registry import open_sink
 
             try:
                 with open_sink(idx_url(url), registry) as sink:

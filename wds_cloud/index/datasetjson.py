@@ -332,7 +332,7 @@ def save_dataset_json(
         else:
             index = existing.merged(index)
     index = DatasetIndex(index.shards, index.name, index.description, url, dict(index.extra))
-    from wds_cloud.writing.upload import open_sink
+    from wds_cloud.openers.registry import open_sink
 
     with open_sink(url, registry) as sink:
         sink.write(index.dumps(url))

@@ -188,7 +188,7 @@ class IndexedWebDataset:
 
     def _shard_cache(self) -> Any:
         if self._cache is None:
-            from wds_cloud.openers.cache import ShardCache
+            from wds_cloud.openers.cache.shardcache import ShardCache
 
             self._cache = ShardCache(
                 self.cache_dir, max_bytes=self.cache_size, registry=self.registry
@@ -332,7 +332,7 @@ def _load_indexes(
             assert scan.problem is not None
             raise scan.problem
         try:
-            from wds_cloud.writing.upload import open_sink
+            from wds_cloud.openers.registry import open_sink
 
             with open_sink(idx_url(url), registry) as sink:
                 sink.write(scan.idx)

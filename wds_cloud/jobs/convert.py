@@ -48,12 +48,12 @@ def _remote_files(prefix: str, listed: Listed) -> list[tuple[str, str, str, str]
     """``(key, ext, url, url)`` for every object ``listed`` under ``prefix`` (keys relative to
     it), sorted by (key, ext) as a directory's files are (URL order differs: ``x-1.jpg`` <
     ``x.jpg``)."""
-    from wds_cloud.cli.create import _split
+    from wds_cloud.writing.members import split_name
 
     out = []
     for url, _ in listed:
         rel = url[len(prefix) :]
-        key, ext = _split(rel, url)
+        key, ext = split_name(rel, url)
         out.append((key, ext, url, url))
     out.sort(key=lambda m: (m[0], m[1]))
     return out
@@ -65,7 +65,7 @@ def file_samples(
     """``(key, [(ext, url)...])`` per sample of a directory or object prefix, checked as
     ``wds-cloud create`` checks (a key seen again later, a repeated extension: errors).
     ``listed``: the prefix's listing when the caller has it (else it is listed here)."""
-    from wds_cloud.cli.create import _group, directory_members
+    from wds_cloud.writing.members import directory_members, group_members
 
     if url_scheme(source) == "file":
         members = [(k, e, None, where) for k, e, _, where in directory_members(source)]
@@ -74,7 +74,7 @@ def file_samples(
 
         listed = list_sizes(source, registry=registry) if listed is None else listed
         members = [(k, e, None, url) for k, e, url, _ in _remote_files(source, listed)]
-    samples = [(group[0][0], [(m[1], m[3]) for m in group]) for group in _group(members)]
+    samples = [(group[0][0], [(m[1], m[3]) for m in group]) for group in group_members(members)]
     if not samples:
         raise ConfigError(f"convert: nothing to convert: {source!r} holds no files")
     return samples
@@ -82,7 +82,7 @@ def file_samples(
 
 def _size_batch(urls: list[str], registry: OpenerRegistry | None) -> list[int]:
     """The sizes of ``urls`` (one engine task: a few requests in flight)."""
-    from wds_cloud.openers.rangefile import object_size
+    from wds_cloud.openers.streams.rangefile import object_size
 
     if len(urls) == 1:
         return [object_size(urls[0], registry)]

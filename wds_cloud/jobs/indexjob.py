@@ -39,7 +39,7 @@ def _first_error(build: Any) -> BaseException | None:
 
 
 def _verify_one(url: str, registry: OpenerRegistry | None) -> TaskResult:
-    from wds_cloud.cli.shards import _verify_one as verify_shard
+    from wds_cloud.tools.inspect import verify_shard
 
     report = verify_shard(url, registry)
     result = TaskResult(0, samples_in=report["samples"], samples_out=report["samples"])

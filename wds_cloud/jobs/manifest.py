@@ -67,7 +67,7 @@ def save_manifest(
     complete: bool = False,
 ) -> None:
     """Write the manifest atomically (the target's committing writer)."""
-    from wds_cloud.writing.upload import open_sink
+    from wds_cloud.openers.registry import open_sink
 
     data = {
         "format": FORMAT,

@@ -4,7 +4,7 @@ only here; it comes with ``ray[data]``).
 The dataset is a local ``.parquet`` file or directory, or a URL on any backend: one object
 (``s3://b/t/part-0.parquet``, ``https://host/x.parquet``), a prefix ending in ``/`` or a glob
 listed by the backend (every ``.parquet`` object under it, sorted). Remote files are read
-through the wds_cloud openers with a seekable :class:`~wds_cloud.openers.rangefile.RangeFile`
+through the wds_cloud openers with a seekable :class:`~wds_cloud.openers.streams.rangefile.RangeFile`
 (ranged reads, a bounded block cache): the driver reads each file's footer once (and its size,
 kept in the plan), a task reads only the row groups of its rows, a batch at a time.
 """
@@ -113,7 +113,7 @@ def open_parquet(
         ShardNotFoundError: no such object (naming the URL).
         ShardReadError: the bytes are not Parquet (naming the URL).
     """
-    from wds_cloud.openers.rangefile import RangeFile
+    from wds_cloud.openers.streams.rangefile import RangeFile
 
     pq = _pq()
     import pyarrow as pa

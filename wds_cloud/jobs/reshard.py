@@ -7,7 +7,7 @@ to one task, which fetches its samples by ranged reads (consecutive samples of o
 read) and writes them in order. Memory per task: one output shard at most.
 
 On AIStore (inputs and output ``ais://``) a shuffle bounded by ``maxsize`` runs server-side as
-one dSort job (:func:`wds_cloud.dsort.reshard_via_dsort`, chosen by :func:`dsort_hook`;
+one dSort job (:func:`wds_cloud.aistore.dsort.reshard_via_dsort`, chosen by :func:`dsort_hook`;
 ``dsort=False`` keeps it on the engine).
 """
 
@@ -50,7 +50,7 @@ def dsort_hook(
     """A function running this shuffled reshard as one AIStore dSort job (on the cluster, no
     sample through this machine) when dSort can: every input and the output ``ais://``, shards
     bounded by ``maxsize`` only (dSort packs by size). Else None: the job runs on the engine."""
-    from wds_cloud.dsort.reshard import can_reshard_via_dsort
+    from wds_cloud.aistore.dsort.reshard import can_reshard_via_dsort
 
     inputs = [urls] if isinstance(urls, str) else list(urls)
     if nshards is not None or maxsize is None:
@@ -62,7 +62,7 @@ def dsort_hook(
     config = getattr(registry.for_url(output), "config", None) if registry is not None else None
 
     def run(seed: int, progress: bool) -> JobSummary:
-        from wds_cloud.dsort.reshard import reshard_via_dsort
+        from wds_cloud.aistore.dsort.reshard import reshard_via_dsort
 
         started = time.monotonic()
         done = reshard_via_dsort(
@@ -164,7 +164,7 @@ def reshard(
         progress: progress on stderr.
         writer_kw: more ``ShardWriter`` arguments (``encoder``, ``compress``, ``mtime``...).
         dsort: a shuffled reshard from ``ais://`` to ``ais://`` bounded by ``maxsize`` runs as
-            one AIStore dSort job on the cluster (:func:`wds_cloud.dsort.reshard_via_dsort`)
+            one AIStore dSort job on the cluster (:func:`wds_cloud.aistore.dsort.reshard_via_dsort`)
             when None (the default) or True; False runs it on ``engine``. dSort's shards are
             its own shuffle (not the engine's bytes) and it keeps no manifest.
 

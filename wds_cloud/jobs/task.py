@@ -90,7 +90,7 @@ def remove_leftovers(url: str, registry: OpenerRegistry) -> int:
             except FileNotFoundError:
                 pass
     elif scheme == "s3":
-        from wds_cloud.openers.s3_uploads import abort_upload, list_incomplete_uploads
+        from wds_cloud.openers.s3.uploads import abort_upload, list_incomplete_uploads
 
         opener = registry.for_url(url)
         try:

@@ -8,7 +8,7 @@ from wds_cloud.openers.registry import (
     register_opener,
     url_scheme,
 )
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.stream import ReadStream
 
 __all__ = [
     "Opener",

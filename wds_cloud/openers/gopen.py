@@ -34,7 +34,7 @@ from typing import IO, Any, Literal, overload
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.registry import OpenerRegistry, open_url, url_scheme
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
 from wds_cloud.settings import env_str
@@ -129,7 +129,7 @@ def gopen(
     Returns:
         For ``"rb"``, a binary stream (an :class:`io.BufferedReader` over the opener's
         stream when it is an :class:`io.RawIOBase`, else the opener's
-        :class:`~wds_cloud.openers.stream.ReadStream` itself); for ``"wb"``, the target's committing writer (``close()`` commits,
+        :class:`~wds_cloud.openers.streams.stream.ReadStream` itself); for ``"wb"``, the target's committing writer (``close()`` commits,
         ``abort()`` or an exception in a ``with`` block discards).
 
     Raises:
@@ -153,7 +153,7 @@ def gopen(
     if mode == "wb":
         if options:
             raise ConfigError(f"gopen: options {sorted(options)} apply to reading only")
-        from wds_cloud.writing.upload import open_sink
+        from wds_cloud.openers.registry import open_sink
 
         sink: IO[bytes] = open_sink(url, registry)
         return sink

@@ -32,8 +32,8 @@ from urllib.request import pathname2url
 
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
 from wds_cloud.openers.local_write import AtomicFileWriter, DirectWriter, open_direct
-from wds_cloud.openers.stream import ReadStream
-from wds_cloud.openers.writer import CommittingWriter, reject_nul
+from wds_cloud.openers.streams.stream import ReadStream
+from wds_cloud.openers.streams.writer import CommittingWriter, reject_nul
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
 from wds_cloud.settings import env_bool, reject_unknown_options

@@ -15,7 +15,7 @@ import stat
 from typing import IO, Any
 
 from wds_cloud.errors import UploadError
-from wds_cloud.openers.writer import CommittingWriter
+from wds_cloud.openers.streams.writer import CommittingWriter
 
 
 class AtomicFileWriter(CommittingWriter):

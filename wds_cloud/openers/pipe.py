@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Any, Self, cast
 
 from wds_cloud.errors import ConfigError, ShardOpenError, UploadError
-from wds_cloud.openers.writer import CommittingWriter
+from wds_cloud.openers.streams.writer import CommittingWriter
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
 from wds_cloud.settings import apply_overrides, env_bool, reject_unknown_options

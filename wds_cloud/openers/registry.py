@@ -9,24 +9,26 @@ boto3, google-cloud-storage, aistore or torch.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from wds_cloud.errors import MissingDependencyError, UnsupportedSchemeError
-from wds_cloud.openers.readahead import (
+from wds_cloud.errors import MissingDependencyError, UnsupportedSchemeError, UploadError
+from wds_cloud.openers.streams.readahead import (
     DEFAULT_READAHEAD,
     REMOTE_SCHEMES,
     ReadAhead,
     readahead_bytes,
 )
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.stream import ReadStream, read_full, skip_bytes
+from wds_cloud.redact import redact_url
 
 
 @runtime_checkable
 class Opener(Protocol):
     """What a backend provides: ``open(url, **options)`` returning a
-    :class:`~wds_cloud.openers.stream.ReadStream`.
+    :class:`~wds_cloud.openers.streams.stream.ReadStream`.
 
     Backends may also provide
     ``list(url) -> list[str]`` (listing a prefix, see :mod:`wds_cloud.listing`),
@@ -41,14 +43,14 @@ class Opener(Protocol):
 
 # scheme -> (lazy target, extra that provides its SDK)
 BUILTIN_OPENERS: dict[str, tuple[str, str | None]] = {
-    "ais": ("wds_cloud.openers.ais:AisOpener", "ais"),
+    "ais": ("wds_cloud.openers.ais.opener:AisOpener", "ais"),
     "file": ("wds_cloud.openers.local:LocalOpener", None),
-    "gcs": ("wds_cloud.openers.gcs:GcsOpener", "gcs"),
-    "gs": ("wds_cloud.openers.gcs:GcsOpener", "gcs"),
-    "http": ("wds_cloud.openers.http:HttpOpener", None),
-    "https": ("wds_cloud.openers.http:HttpOpener", None),
+    "gcs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
+    "gs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
+    "http": ("wds_cloud.openers.http.opener:HttpOpener", None),
+    "https": ("wds_cloud.openers.http.opener:HttpOpener", None),
     "pipe": ("wds_cloud.openers.pipe:PipeOpener", None),
-    "s3": ("wds_cloud.openers.s3:S3Opener", "s3"),
+    "s3": ("wds_cloud.openers.s3.opener:S3Opener", "s3"),
 }
 
 
@@ -79,7 +81,7 @@ class OpenerRegistry:
         builtins: register the built-in backends (lazily) when True.
         readahead: bytes read ahead per stream of a remote scheme (``s3``, ``gs``, ``http``,
             ``ais``) by a background thread, with the next shard opened early; ``0`` turns both
-            off; None: ``WDS_CLOUD_READAHEAD`` or 16 MiB (see :mod:`wds_cloud.openers.readahead`).
+            off; None: ``WDS_CLOUD_READAHEAD`` or 16 MiB (see :mod:`wds_cloud.openers.streams.readahead`).
 
     Raises:
         ConfigError: ``readahead`` (or ``WDS_CLOUD_READAHEAD``) is not a byte count.
@@ -219,7 +221,6 @@ class OpenerRegistry:
         method = getattr(opener, "read_range", None)
         if callable(method):
             return bytes(method(url, offset, length, **options))
-        from wds_cloud.core.tarsource import read_full, skip_bytes
         from wds_cloud.errors import ShardReadError
 
         stream = opener.open(url, **options)
@@ -285,3 +286,41 @@ def read_range(
 ) -> bytes:
     """Bytes ``offset .. offset + length`` of ``url`` (see :meth:`OpenerRegistry.read_range`)."""
     return (registry or default_registry()).read_range(url, offset, length, **options)
+
+
+def open_sink(target: str | os.PathLike[str], registry: OpenerRegistry | None = None) -> Any:
+    """Open the sink for ``target``: ``registry.for_url(target).create(target)``.
+
+    Raises:
+        UnsupportedSchemeError: the target's backend cannot write (no ``create``).
+        MissingDependencyError: the backend's SDK is not installed.
+        ConfigError: a ``pipe:`` target while ``pipe:`` is switched off, a NUL byte, a bad URL.
+        UploadError: the destination cannot be created.
+    """
+    target = os.fspath(target)
+    opener = (registry or default_registry()).for_url(target)
+    create = getattr(opener, "create", None)
+    if not callable(create):
+        raise UnsupportedSchemeError(
+            f"the {url_scheme(target)}:// opener {type(opener).__name__} cannot write "
+            f"(it has no create(url)); cannot write {redact_url(target)!r}"
+        )
+    try:
+        return create(target)
+    except UploadError:
+        raise
+    except OSError as exc:
+        raise UploadError(f"cannot start writing: {exc}", url=target) from exc
+
+
+def abort_quietly(sink: Any) -> BaseException | None:
+    """Call ``sink.abort()`` (or ``close()`` when it has none); return what it raised."""
+    try:
+        abort = getattr(sink, "abort", None)
+        if callable(abort):
+            abort()
+        else:
+            sink.close()
+    except Exception as exc:
+        return exc
+    return None

@@ -26,9 +26,8 @@ from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.samples import StopShards, _skipper, group_members
 from wds_cloud.core.shardopen import ShardOpener, _local_path
 from wds_cloud.core.tar import iter_tar_positions
-from wds_cloud.core.tarsource import skip_bytes
 from wds_cloud.openers.registry import default_registry, url_scheme
-from wds_cloud.openers.stream import ReadStream
+from wds_cloud.openers.streams.stream import ReadStream, skip_bytes
 from wds_cloud.resume.state import SampleId, WorkItem
 
 log = logging.getLogger(__name__)

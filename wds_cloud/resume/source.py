@@ -25,6 +25,7 @@ from wds_cloud.core.shards import (
     ResampledShards,
     ShardShuffle,
     SimpleShardList,
+    SplitReaders,
     node_info,
     single_node_only,
     split_by_node,
@@ -36,7 +37,6 @@ from wds_cloud.errors import ConfigError
 from wds_cloud.resume.draws import resampled_source
 from wds_cloud.resume.reader import Pair, read_item, reader_options
 from wds_cloud.resume.state import Ledger, WorkItem, remaining
-from wds_cloud.sagemaker.channels import SplitReaders
 
 
 @dataclass

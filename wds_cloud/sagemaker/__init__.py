@@ -11,11 +11,11 @@ See ``docs/sagemaker.md``. Nothing here imports torch or reads the environment a
 
 from __future__ import annotations
 
+from wds_cloud.core.shards import SplitReaders
 from wds_cloud.sagemaker.channels import (
     DEFAULT_EXTENSIONS,
     ChannelSource,
     PipeChannel,
-    SplitReaders,
     channel_shards,
     list_channel_files,
 )

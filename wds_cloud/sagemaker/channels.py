@@ -9,12 +9,10 @@ off at the first end-of-archive marker.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.samples import Sample, tar_samples
@@ -195,20 +193,6 @@ def channel_shards(
             f"{w} readers; every reader needs at least one shard"
         )
     return ChannelSource(channel, tuple(paths), r, w, epoch)
-
-
-class SplitReaders:
-    """A picklable node splitter: keep every ``world_size``-th shard from ``rank``."""
-
-    def __init__(self, rank: int, world_size: int) -> None:
-        self.rank = rank
-        self.world_size = world_size
-
-    def __call__(self, src: Iterable[Any]) -> Iterator[Any]:
-        return itertools.islice(src, self.rank, None, self.world_size)
-
-    def __repr__(self) -> str:
-        return f"SplitReaders(rank={self.rank}, world_size={self.world_size})"
 
 
 class PipeChannel:

@@ -8,12 +8,12 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from wds_cloud.core.shards import SplitReaders
 from wds_cloud.errors import ConfigError
 from wds_cloud.sagemaker.channels import (
     DEFAULT_EXTENSIONS,
     ChannelSource,
     PipeChannel,
-    SplitReaders,
     channel_shards,
 )
 from wds_cloud.sagemaker.env import SageMakerEnv

@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from wds_cloud.errors import ConfigError, SampleError
-from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.writing.upload import abort_quietly, open_sink
+from wds_cloud.openers.registry import OpenerRegistry, abort_quietly, open_sink
 
 
 def check_indexable(formatted: Any, *, key: Any = None) -> None:

@@ -15,14 +15,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.writer import CommitsOnExit, warn_discarded
+from wds_cloud.openers.registry import OpenerRegistry, abort_quietly
+from wds_cloud.openers.streams.writer import CommitsOnExit, warn_discarded
 from wds_cloud.redact import redact_url
 from wds_cloud.writing.compression import wants_gzip
 from wds_cloud.writing.indexing import check_indexable
 from wds_cloud.writing.tarformat import SampleFormatter
 from wds_cloud.writing.tarwriter import TarWriter
-from wds_cloud.writing.upload import abort_quietly
 
 _FORMATTER_KW = ("keep_meta", "user", "group", "mode", "mtime")
 _TARWRITER_KW = (*_FORMATTER_KW, "format", "compresslevel")

@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from wds_cloud.errors import ConfigError, UploadError
-from wds_cloud.openers.registry import OpenerRegistry
-from wds_cloud.openers.writer import CommitsOnExit, warn_discarded
+from wds_cloud.openers.registry import OpenerRegistry, abort_quietly, open_sink
+from wds_cloud.openers.streams.writer import CommitsOnExit, warn_discarded
 from wds_cloud.writing.compression import GzipStream, wants_gzip
 from wds_cloud.writing.indexing import check_indexable, index_target, open_index
 from wds_cloud.writing.tarformat import BLOCK, DEFAULT_MTIME, FormattedSample, SampleFormatter
-from wds_cloud.writing.upload import abort_quietly, open_sink
 
 _END_OF_ARCHIVE = bytes(2 * BLOCK)
 _JOIN_LIMIT = 256 << 10  # samples up to this size are joined and written in one call
@@ -31,7 +30,7 @@ class TarWriter(CommitsOnExit):
     """Write samples to a tar shard (webdataset-compatible arguments, deterministic output).
 
     A target given by name is opened with its backend's ``create()`` (see
-    :func:`~wds_cloud.writing.upload.open_sink`) and committed only by :meth:`close` (or by a
+    :func:`~wds_cloud.openers.registry.open_sink`) and committed only by :meth:`close` (or by a
     ``with`` block that exits normally). :meth:`abort`, an exception leaving the ``with``
     block, a failed write and garbage collection (which also emits a :class:`ResourceWarning`)
     discard it: nothing appears under the final name.

@@ -1,6 +1,7 @@
-"""Sinks (where shard bytes go) and :func:`upload_shards`.
+""":func:`upload_shards`, over the sinks of :func:`wds_cloud.openers.registry.open_sink`
+(re-exported here).
 
-A *sink* is a :class:`~wds_cloud.openers.writer.CommittingWriter` from the target's opener:
+A *sink* is a :class:`~wds_cloud.openers.streams.writer.CommittingWriter` from the target's opener:
 ``open_sink(target)`` is ``registry.for_url(target).create(target)`` for every scheme, so every
 target follows the same rules: ``close()`` commits (the file or object appears under its final
 name, completely) and everything else discards (``abort()``, an exception, a failed write,
@@ -28,49 +29,12 @@ from collections.abc import Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from wds_cloud.errors import ConfigError, UnsupportedSchemeError, UploadError
-from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
-from wds_cloud.redact import redact_url
+from wds_cloud.errors import ConfigError, UploadError
+from wds_cloud.openers.registry import OpenerRegistry, abort_quietly, open_sink
+
+__all__ = ["abort_quietly", "open_sink", "upload_shards"]
 
 _COPY_CHUNK = 8 << 20
-
-
-def open_sink(target: str | os.PathLike[str], registry: OpenerRegistry | None = None) -> Any:
-    """Open the sink for ``target``: ``registry.for_url(target).create(target)``.
-
-    Raises:
-        UnsupportedSchemeError: the target's backend cannot write (no ``create``).
-        MissingDependencyError: the backend's SDK is not installed.
-        ConfigError: a ``pipe:`` target while ``pipe:`` is switched off, a NUL byte, a bad URL.
-        UploadError: the destination cannot be created.
-    """
-    target = os.fspath(target)
-    opener = (registry or default_registry()).for_url(target)
-    create = getattr(opener, "create", None)
-    if not callable(create):
-        raise UnsupportedSchemeError(
-            f"the {url_scheme(target)}:// opener {type(opener).__name__} cannot write "
-            f"(it has no create(url)); cannot write {redact_url(target)!r}"
-        )
-    try:
-        return create(target)
-    except UploadError:
-        raise
-    except OSError as exc:
-        raise UploadError(f"cannot start writing: {exc}", url=target) from exc
-
-
-def abort_quietly(sink: Any) -> BaseException | None:
-    """Call ``sink.abort()`` (or ``close()`` when it has none); return what it raised."""
-    try:
-        abort = getattr(sink, "abort", None)
-        if callable(abort):
-            abort()
-        else:
-            sink.close()
-    except Exception as exc:
-        return exc
-    return None
 
 
 def _upload_one(path: str, url: str, registry: OpenerRegistry | None, progress: Any) -> str:

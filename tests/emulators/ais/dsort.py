@@ -2,7 +2,7 @@
 
 The emulator's HTTP handler calls :func:`handle` for every ``/v1/sort*`` request. The spec is
 parsed with the server's own rules and error texts (``ext/dsort/request_spec.go``,
-``cmn/cos/template.go``; deliberately independent of ``wds_cloud.dsort``), then the job runs on a
+``cmn/cos/template.go``; deliberately independent of ``wds_cloud.aistore.dsort``), then the job runs on a
 thread: extract records from each input shard (key = member path up to the first dot of its
 basename), sort them (alphanumeric, md5, content, shuffle, none), pack them into shards that
 close once they reach ``output_shard_size`` (the last may be smaller), and write them with the

@@ -1,0 +1,105 @@
+"""Connections and response bodies of the HTTP backend (``http.client``, no SDK).
+
+:func:`get` sends one GET and follows redirects; :class:`Body` reads a response one socket
+read at a time; :class:`Pin` holds what the first answer said about the object, to pin resumes.
+"""
+
+from __future__ import annotations
+
+import http.client
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+from wds_cloud.errors import ConfigError, ShardOpenError
+from wds_cloud.openers.http.config import HttpConfig, policy
+from wds_cloud.openers.streams.resumable import NETWORK_ERRORS
+from wds_cloud.redact import redact_url
+
+__all__ = [
+    "REDIRECTS",
+    "RETRY_ON",
+    "SCHEMES",
+    "Body",
+    "Pin",
+    "connect",
+    "content_range_start",
+    "get",
+]
+
+SCHEMES = ("http", "https")
+REDIRECTS = (301, 302, 303, 307, 308)
+RETRY_ON: tuple[type[BaseException], ...] = (*NETWORK_ERRORS, http.client.HTTPException)
+
+
+class Body:
+    """One response body read with ``HTTPResponse.read1`` (at most one socket read per call);
+    closing it closes the connection (nothing is drained)."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        self._conn = conn
+        self._resp = resp
+
+    def read1(self, n: int) -> bytes:
+        return self._resp.read1(n)
+
+    def close(self) -> None:
+        try:
+            self._resp.close()
+        finally:
+            self._conn.close()
+
+
+@dataclass
+class Pin:
+    """What the first response said about the object, to pin resumes to the same version."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+    size: int | None = None
+
+
+def connect(config: HttpConfig, url: str) -> tuple[http.client.HTTPConnection, str]:
+    """A new connection for ``url`` (not yet connected) and the request target."""
+    parts = urlsplit(url)
+    if parts.scheme not in SCHEMES or not parts.hostname:
+        raise ConfigError(f"{redact_url(url)!r} is not an http(s)://HOST/PATH URL")
+    conn_cls = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    timeout = policy(config).read_timeout(config.timeout)
+    conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    return conn, target
+
+
+def get(
+    config: HttpConfig, url: str, headers: dict[str, str]
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """GET ``url``, following redirects; network errors propagate raw."""
+    current = url
+    for _ in range(config.max_redirects + 1):
+        conn, target = connect(config, current)
+        try:
+            conn.request("GET", target, headers=headers)
+            resp = conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+        if resp.status not in REDIRECTS:
+            return conn, resp
+        location = resp.getheader("Location")
+        conn.close()
+        if not location:
+            raise ShardOpenError(f"HTTP {resp.status} redirect without Location", url=url)
+        current = urljoin(current, location)
+    raise ShardOpenError(f"more than {config.max_redirects} redirects", url=url)
+
+
+def content_range_start(value: str | None) -> int | None:
+    # "bytes 100-999/1000"
+    if not value or not value.startswith("bytes "):
+        return None
+    first, _, _ = value[len("bytes ") :].partition("-")
+    return int(first) if first.isdigit() else None
