@@ -160,3 +160,17 @@ def test_a_moved_path_still_imports_and_warns(old: str, new: str) -> None:
     public = getattr(target, "__all__", None) or [n for n in vars(target) if n[0] != "_"]
     for name in public:
         assert getattr(module, name) is getattr(target, name), (old, name)
+
+
+def test_python_m_of_the_old_demo_path_still_runs_the_demo(tmp_path: object) -> None:
+    import subprocess
+
+    command = [sys.executable, "-W", "always", "-m", "wds_cloud.demo", "--dir", str(tmp_path)]
+    result = subprocess.run(
+        [*command, "--samples", "20"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "wrote 20 samples" in result.stdout
+    assert "wds_cloud.demo moved to wds_cloud.cli.demo" in result.stderr
