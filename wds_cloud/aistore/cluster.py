@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.settings import env_str
+from wds_cloud.settings import env_first
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais.opener import AisConfig
@@ -21,18 +21,20 @@ def sdk_client(client: Any, endpoint: str | None, config: AisConfig | None = Non
     """The SDK client: the one given, else the AIStore opener's (token, timeouts, retries).
 
     Raises:
-        ConfigError: no client, endpoint, config nor ``AIS_ENDPOINT``.
+        ConfigError: no client, endpoint, config nor ``WDS_CLOUD_AIS_ENDPOINT``/``AIS_ENDPOINT``.
     """
     if client is not None:
         return client
+    from wds_cloud.openers.ais.config import AIS_SETTINGS
     from wds_cloud.openers.ais.opener import AisConfig, AisOpener
 
     if config is None:
-        if not (endpoint or env_str("AIS_ENDPOINT", None)):
+        if not (endpoint or env_first(AIS_SETTINGS.variables("endpoint"))):
             raise ConfigError(
-                "no AIStore endpoint: pass endpoint=, config= or client=, or set AIS_ENDPOINT"
+                "no AIStore endpoint: pass endpoint=, config= or client=, or set "
+                "WDS_CLOUD_AIS_ENDPOINT or AIS_ENDPOINT"
             )
-        config = AisConfig(endpoint=endpoint)
+        config = AisConfig(endpoint=endpoint or None)
     elif endpoint:
         config = dataclasses.replace(config, endpoint=endpoint)
     return AisOpener(config).client()

@@ -31,8 +31,8 @@ from typing import Any
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
 from wds_cloud.openers.s3.config import MIN_PART_SIZE, S3Access, S3Config, split_s3_url
 from wds_cloud.openers.s3.errors import translate_error
-from wds_cloud.openers.s3.read import ObjectFetch, policy, read_errors
-from wds_cloud.openers.streams.backoff import stall_bound
+from wds_cloud.openers.s3.read import ObjectFetch, read_errors
+from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
@@ -118,7 +118,9 @@ class S3Opener:
             return self._read_client
         with self._lock:
             if self._read_client is None or self._read_pid != pid:
-                timeout = policy(self.config).read_timeout(self.config.read_timeout)
+                timeout = RetryPolicy.from_config(self.config).read_timeout(
+                    self.config.read_timeout
+                )
                 self._read_client = self._make_client(1, timeout)
                 self._read_pid = pid
         return self._read_client
@@ -205,7 +207,11 @@ class S3Opener:
     ) -> ResumableReader:
         fetch = ObjectFetch(self.access(), url, bucket, key)
         reader = ResumableReader(
-            fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
+            fetch,
+            url=url,
+            policy=RetryPolicy.from_config(cfg),
+            retry_on=read_errors(),
+            explain=fetch.explain,
         )
         return reader.start()
 
@@ -230,7 +236,11 @@ class S3Opener:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
         fetch = ObjectFetch(self.access(), url, bucket, key)
         reader = ResumableReader(
-            fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
+            fetch,
+            url=url,
+            policy=RetryPolicy.from_config(cfg),
+            retry_on=read_errors(),
+            explain=fetch.explain,
         )
         reader.position = offset
         return reader.start()
@@ -262,7 +272,7 @@ class S3Opener:
             url=url,
             offset=offset,
             length=length,
-            policy=policy(cfg),
+            policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
         )

@@ -2,7 +2,7 @@
 
 :class:`ObjectFetch` is the ``fetch(offset)`` of a streaming read (the first ``GetObject``
 learns the ETag, every resume sends ``IfMatch`` and ``Range: bytes=N-``); the prefetch chunks of
-:mod:`wds_cloud.openers.s3.prefetch` use :func:`raw_body`, :func:`retryable` and :func:`policy`
+:mod:`wds_cloud.openers.s3.prefetch` use :func:`raw_body` and :func:`retryable`
 from here too. Throttling and 5xx answers (the read client makes one attempt per request)
 become :class:`~wds_cloud.openers.streams.resumable.RetryableError`, retried by the read loop.
 """
@@ -13,7 +13,6 @@ import http.client
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ShardReadError
-from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.resumable import (
     NETWORK_ERRORS,
     Body,
@@ -33,7 +32,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     bexc = None
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.s3.config import S3Access, S3Config
+    from wds_cloud.openers.s3.config import S3Access
 
 _THROTTLED = {
     "SlowDown",
@@ -72,11 +71,6 @@ def retryable(exc: BaseException) -> RetryableError | None:
     if code in _THROTTLED or status == 429 or status >= 500:
         return RetryableError(f"S3 answered {code or status}: {error.get('Message') or exc}")
     return None
-
-
-def policy(cfg: S3Config) -> RetryPolicy:
-    """The retry policy of reads under ``cfg`` (resolved)."""
-    return RetryPolicy.from_config(cfg, max_backoff=5.0)
 
 
 class _SmallReads:
