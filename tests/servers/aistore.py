@@ -378,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal stop
         stop = True
 
+    # both, explicitly: a shell starts background jobs with SIGINT ignored, and Python then
+    # leaves it ignored
+    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     cluster = Cluster(authn=args.authn, workdir=args.workdir, binaries=paths)
     try:
@@ -395,8 +398,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# resident memory: {rss}; Ctrl-C stops the cluster", flush=True)
         while not stop:
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
         cluster.stop()
     return 0

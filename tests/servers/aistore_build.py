@@ -128,7 +128,8 @@ def _build(go: str, version: str, directory: Path) -> None:
         tags = " ".join(sorted({t for _, _, tag in AIS_BINARIES for t in tag.split()}))
         _run([go, "get", "-modcacherw", "-tags", tags, *packages], work, env, log)
         for _, pkg, tag in AIS_BINARIES:
-            _run([go, "install", "-modcacherw", "-tags", tag, pkg], work, env, log)
+            tag_args = ["-tags", tag] if tag else []
+            _run([go, "install", "-modcacherw", *tag_args, pkg], work, env, log)
 
 
 def ensure_binaries(version: str = DEFAULT_VERSION) -> Paths:
