@@ -82,7 +82,9 @@ class PrivateNetwork:
         """``args`` prefixed with the ``nsenter`` that runs them inside the namespace."""
         enter = ["nsenter", f"--target={self.pid}", "--net"]
         if self._user_ns:
-            enter.append("--user")
+            # the namespace's user namespace maps only this uid (as root); setgroups is denied
+            # there, so keep our credentials rather than switch to its root
+            enter += ["--user", "--preserve-credentials"]
         return [*enter, "--", *args]
 
     def start(self, timeout: float = 10.0) -> Self:
