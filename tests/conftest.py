@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+# the real AIStore cluster's fixtures, ``ais_cluster`` and ``ais_cluster_authn``
+pytest_plugins = ["tests.servers.conftest_plugin"]
+
 if TYPE_CHECKING:
     from tests.emulators.ais.server import AisEmulator
     from tests.support.fake_gcs import FakeGcsServer
