@@ -173,21 +173,23 @@ def resolve_url(base: str, ref: str) -> str:
 
 
 def relative_url(base: str, url: str) -> str:
-    """``url`` relative to the directory of ``base`` when it lies below it, else ``url``."""
+    """``url`` relative to the directory of ``base`` when it lies below it, else ``url``; a
+    relative local path is made relative to that directory (it is read against it)."""
     bprefix, bpath, _ = _split(base)
     uprefix, upath, uquery = _split(url)
     if bprefix and not uprefix:  # a local path in a remote JSON: only a file: URL says so
         from wds_cloud.openers.local import path_to_url
 
         return path_to_url(upath)
-    if bprefix != uprefix or uquery or "?" in upath:
-        return url
-    if not bprefix:  # both local paths
+    if not bprefix and not uprefix:  # both local paths (a "?" is part of a file name)
         directory = os.path.dirname(os.path.abspath(bpath))
         target = os.path.abspath(upath)
-        if not target.startswith(directory.rstrip(os.sep) + os.sep):
+        if os.path.isabs(upath) and not target.startswith(directory.rstrip(os.sep) + os.sep):
             return url
-        return os.path.relpath(target, directory)
+        rel = os.path.relpath(target, directory)  # relative to the JSON's folder, as it is read
+        return target if _is_absolute(rel) else rel  # "pipe:x.tar" would read as a command
+    if bprefix != uprefix or uquery or "?" in upath:
+        return url
     directory = posixpath.dirname(bpath).rstrip("/") + "/"
     rest = upath[len(directory) :]
     if not upath.startswith(directory) or not rest:
