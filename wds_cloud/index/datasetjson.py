@@ -14,8 +14,9 @@ and ``datasets`` entries (inline ``shardlist``, or ``source_url`` naming another
 appended to the list as ``wids`` does. The query string of the JSON's URL is not carried over
 to its shards (as in wids).
 
-:func:`dataset_spec` is what ``WebDataset`` and the shard lists call: a string ending in
-``.json`` is loaded and stands for its shards.
+A shard spec naming a ``.json`` stands for its shards wherever specs are taken: the one
+shard-spec resolver, :func:`wds_cloud.listing.resolve_shards`, reads it with
+:func:`load_dataset_json`.
 """
 
 from __future__ import annotations
@@ -213,14 +214,6 @@ def default_json_url(shard_urls: list[str]) -> str:
 # -- reading and writing ---------------------------------------------------------------------
 
 
-def is_dataset_json(spec: Any) -> bool:
-    """True for a single URL or path naming a JSON file (``....json``, query aside)."""
-    if not isinstance(spec, str) or "::" in spec or "{" in spec:
-        return False
-    path = spec.partition("?")[0] if "://" in spec else spec
-    return path.lower().endswith(".json")
-
-
 def _shardlist(value: Any, base: str, where: str) -> list[ShardInfo]:
     if not isinstance(value, list):
         raise ConfigError(f"{where}: 'shardlist' must be a list")
@@ -341,21 +334,12 @@ def save_dataset_json(
     return index
 
 
-def dataset_spec(urls: Any, registry: Any = None) -> DatasetIndex | None:
-    """The dataset index ``urls`` names when it is a ``.json`` URL, else None."""
-    if not is_dataset_json(urls):
-        return None
-    return load_dataset_json(urls, registry=registry)
-
-
 __all__ = [
     "DEFAULT_NAME",
     "KIND",
     "DatasetIndex",
     "ShardInfo",
-    "dataset_spec",
     "default_json_url",
-    "is_dataset_json",
     "load_dataset_json",
     "parse_dataset_json",
     "relative_url",
