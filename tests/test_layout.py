@@ -62,13 +62,11 @@ ALLOWED_UP: dict[tuple[str, str], str] = {
     ("wds_cloud.core.mix", "wds_cloud.resume.state"): (
         "RandomMix.state_dict()/load_state_dict(): the state format and its check, on call"
     ),
-    ("wds_cloud.core.compat", "wds_cloud.index.datasetjson"): (
-        "WebDataset(dataset.json) reads the shard list and sample count of a wids dataset "
-        "index; the format's one reader imports only openers and the foundation"
-    ),
-    ("wds_cloud.core.shards", "wds_cloud.index.datasetjson"): (
-        "a dataset index JSON names its shards: the shard-spec expansion reads it through "
-        "the format's one reader (openers and the foundation only)"
+    ("wds_cloud.listing", "wds_cloud.index.datasetjson"): (
+        "a shard spec naming a dataset index JSON stands for its shards (and WebDataset's "
+        "length): the one shard-spec resolver reads it, lazily and only for a .json spec, "
+        "through the format's one reader and owner, which imports only openers and the "
+        "foundation (no cycle)"
     ),
 }
 
