@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from wds_cloud.resume.state import STATE_FORMAT, _merge
+from wds_cloud.resume.state import STATE_FORMAT, merge_intervals
 from wds_cloud.resume.walk import innermost
 
 #: First element of the mark a mixer puts before the ids of each item.
@@ -77,7 +77,7 @@ class MixLedger:
                     if key in done:
                         del keys[key]
                     else:
-                        keys[key] = _merge(keys[key])
+                        keys[key] = merge_intervals(keys[key])
 
     def add(self, ids: Iterable[Any]) -> None:
         """Record delivered ids."""
@@ -101,7 +101,7 @@ class MixLedger:
         for key in sorted(wanted):
             if key in ledger.done:
                 continue
-            rest = _subtract(_merge(wanted[key]), ledger.intervals.get(key, []))
+            rest = _subtract(merge_intervals(wanted[key]), ledger.intervals.get(key, []))
             if rest:
                 out.append([key, [x for iv in rest for x in iv]])
         return out

@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from wds_cloud.core.mix import RandomMix, _mixed, _weights
+from wds_cloud.core.mix import RandomMix, mix_weights, mixed_samples
 from wds_cloud.core.pipeline_base import PipelineBase
 from wds_cloud.core.shards import worker_info
 from wds_cloud.core.shuffle import stable_seed
@@ -165,9 +165,9 @@ def mix_pairs(mix: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     }
     gone = set(track["exhausted"])
     live = [i for i in range(len(mix.datasets)) if i not in gone]
-    weights = _weights(mix.probs, len(mix.datasets))
+    weights = mix_weights(mix.probs, len(mix.datasets))
     sources = [iter(marked(i, pairs(mix.datasets[i], dict(srcs[i])), track)) for i in live]
-    yield from _mixed(sources, [weights[i] for i in live], mix.longest, rng, track, live)
+    yield from mixed_samples(sources, [weights[i] for i in live], mix.longest, rng, track, live)
 
 
 def _work(url: str, flat: list[int]) -> WorkItem:
