@@ -18,7 +18,7 @@ from typing import Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.samples import Sample, _is_meta, tar_samples
+from wds_cloud.core.samples import Sample, is_meta, tar_samples
 from wds_cloud.core.tar import iter_tar
 from wds_cloud.errors import SampleError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
@@ -28,7 +28,8 @@ from wds_cloud.openers.streams.stream import ReadStream
 log = logging.getLogger(__name__)
 
 
-def _local_path(url: str) -> str | None:
+def local_path_of(url: str) -> str | None:
+    """The local file path of ``url`` (a ``file:`` URL or plain path), else None."""
     if url_scheme(url) != "file" or url == "-":
         return None
     from wds_cloud.openers.local import url_to_path
@@ -81,7 +82,7 @@ class ShardOpener:
         if cache is not None and url_scheme(url) != "file":
             return cache.open(url, **self.open_options), cache.local_path(url)
         registry = self.registry or default_registry()
-        return registry.open(url, **self.open_options), _local_path(url)
+        return registry.open(url, **self.open_options), local_path_of(url)
 
     def opens_early(self, url: str) -> bool:
         """Whether a shard reader may open ``url`` while the shard before it is being read
@@ -135,7 +136,7 @@ def tarfile_samples(
     shard_opener = opener
 
     def early(item: Any) -> bool:  # open the next shard while this one is read?
-        if _url_opener_override() is not None:
+        if url_opener_override() is not None:
             return False
         try:
             return shard_opener.opens_early(_shard_url(item))
@@ -150,7 +151,7 @@ def tarfile_samples(
     ):
         try:
             url = _shard_url(item)
-            override = _url_opener_override()
+            override = url_opener_override()
             if override is None:
                 stream, local_path = opened_stream()
             else:
@@ -184,7 +185,7 @@ tarfile_to_samples = pipelinefilter(tarfile_samples)
 _logged_override = False
 
 
-def _url_opener_override() -> Callable[..., Iterator[Sample]] | None:
+def url_opener_override() -> Callable[..., Iterator[Sample]] | None:
     """A ``url_opener`` the user assigned in place of ours, as webdataset code does.
 
     webdataset looks ``tariterators.url_opener`` up each time a shard is opened, so code written
@@ -258,7 +259,7 @@ def tar_file_expander(
         stream = source["stream"]
         try:
             for name, payload in iter_tar(stream, url=url):
-                if name[:2] == "__" and _is_meta(name):
+                if name[:2] == "__" and is_meta(name):
                     continue
                 if rename_files is not None:
                     name = rename_files(name)

@@ -83,7 +83,7 @@ def worker_seed(group: Any = None) -> int:
     return rank * 1000 + worker
 
 
-_default_worker_seed = worker_seed  # ResampledShards' argument of the same name hides it
+default_worker_seed = worker_seed  # ResampledShards' argument of the same name hides it
 
 
 class SimpleShardList:
@@ -117,7 +117,7 @@ class SimpleShardList:
         return f"SimpleShardList({len(self.urls)} shards, first={redact_url(self.urls[0])!r})"
 
 
-def _draw_seed(*parts: Any) -> int:
+def draw_seed(*parts: Any) -> int:
     """webdataset's ``make_seed`` for ints (and floats), whose ``hash`` is fixed; blake2b else."""
     if all(isinstance(p, int | float) for p in parts):
         seed = 0
@@ -173,7 +173,7 @@ class ResampledShards:
             raise ConfigError(f"no shards in {urls!r} (ResampledShards)")
         self.nshards = nshards
         self.seed = seed
-        self.worker_seed: Callable[[], int] = worker_seed or _default_worker_seed
+        self.worker_seed: Callable[[], int] = worker_seed or default_worker_seed
         self.deterministic = deterministic
         self.epoch = -1
 
@@ -186,7 +186,7 @@ class ResampledShards:
         parts: list[Any] = [self.worker_seed(), self.epoch, self.seed]
         if not self.deterministic:
             parts += [os.getpid(), time.time_ns(), int.from_bytes(os.urandom(8), "little")]
-        rng = random.Random(_draw_seed(*parts))
+        rng = random.Random(draw_seed(*parts))
         urls = self.urls
         n = len(urls)
         if n == 0:
