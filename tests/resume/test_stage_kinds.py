@@ -1,8 +1,8 @@
 """Stages declare their tracking kind (``wds.stage_kind``); resume reads them from its plan.
 
 A stage of your own with a declared kind resumes exactly; one that declares none is trusted
-only as a 1:1 map: as soon as it yields an item right after pulling several inputs (it groups,
-buffers or filters), ``state_dict()`` refuses, naming it.
+only as a map or a filter passing its inputs on: as soon as it yields a new item right after
+pulling several inputs (it groups or buffers), ``state_dict()`` refuses, naming it.
 """
 
 from __future__ import annotations
@@ -98,11 +98,11 @@ def test_an_undeclared_grouping_stage_is_refused_naming_it(
     assert len(list(items)) == len(shards[1]) - 1  # it iterates as before, untouched
 
 
-def test_an_undeclared_filter_is_refused_and_resumes_once_declared(
+def test_an_undeclared_filter_passing_its_inputs_on_resumes_exactly(
     shards: tuple[list[str], list[str]],
 ) -> None:
-    """A generator that drops samples yields an item after pulling several: refused until it
-    declares ``stream`` (a filtered sample then counts as delivered with the next one)."""
+    """A generator that drops samples and yields the others themselves is a filter: a dropped
+    sample counts as delivered with the next one that passes, as for a declared ``stream``."""
     urls, keys = shards
     kept = [k for k in keys if not k.endswith("3")]
 
@@ -111,13 +111,32 @@ def test_an_undeclared_filter_is_refused_and_resumes_once_declared(
             if not sample["__key__"].endswith("3"):
                 yield sample
 
-    ds = wds.WebDataset(urls).compose(odd_out)
+    delivered, _ = run_interrupted(lambda: wds.WebDataset(urls).compose(odd_out), [3, 4, 40])
+    assert_exactly_once(delivered, kept)
+
+
+def test_an_undeclared_filter_that_makes_new_items_is_refused_until_declared(
+    shards: tuple[list[str], list[str]],
+) -> None:
+    """Dropping samples and yielding new objects looks like grouping from outside: refused
+    until it declares ``stream``."""
+    urls, keys = shards
+    kept = [k for k in keys if not k.endswith("3")]
+
+    def odd_out_copied(src: Iterable[Any]) -> Iterator[Any]:
+        for sample in src:
+            if not sample["__key__"].endswith("3"):
+                yield dict(sample)
+
+    ds = wds.WebDataset(urls).compose(odd_out_copied)
     items = iter(ds)
     for _ in range(5):  # past k00003
         next(items)
-    with pytest.raises(ConfigError, match=r"odd_out\) of WebDataset declares no tracking kind"):
+    with pytest.raises(
+        ConfigError, match=r"odd_out_copied\) of WebDataset declares no tracking kind"
+    ):
         ds.state_dict()
-    declared = wds.stage_kind("stream")(odd_out)
+    declared = wds.stage_kind("stream")(odd_out_copied)
     delivered, _ = run_interrupted(lambda: wds.WebDataset(urls).compose(declared), [3, 4, 40])
     assert_exactly_once(delivered, kept)
 

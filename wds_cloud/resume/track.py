@@ -19,10 +19,11 @@ When the stage yields, the output gets tags by the kind the stage declares
 
 A stage that declares no kind (a generator of your own) is run as a ``stream`` stage and
 watched: an item it yields right after pulling exactly one input stands for that input (a 1:1
-map), and several items after one input are that input's, as for a declared stream; an item
-yielded after pulling several inputs means the stage groups, buffers or filters, and nothing
-says which inputs the item stands for, so the stage is noted in the pass's :class:`Watch` and
-``state_dict()`` refuses, naming it.
+map), and several items after one input are that input's, as for a declared stream; after
+pulling several inputs, yielding the last input itself is a filter (the inputs it dropped count
+as delivered with it, as for a declared stream); any other item yielded after pulling several
+inputs means the stage groups or buffers, and nothing says which inputs the item stands for,
+so the stage is noted in the pass's :class:`Watch` and ``state_dict()`` refuses, naming it.
 
 A ``shuffle`` stage without ``seed=``/``rng=`` gets a seed derived from the pipeline's seed,
 epoch, resume generation, reader (rank, worker) and stage position, so a seeded pipeline gives
@@ -109,9 +110,9 @@ class Watch:
         stages = ", ".join(self.refused)
         return (
             f"{name} cannot be resumed: {stages} declares no tracking kind and yielded an item "
-            "right after pulling several inputs: it groups, buffers or filters items, and "
-            "resume ties an item of an undeclared stage only to the one input pulled before it "
-            "(a 1:1 map); declare the stage's kind with @wds_cloud.stage_kind(...) (see "
+            "right after pulling several inputs that is not the last of them: it groups or "
+            "buffers items, and resume ties an item of an undeclared stage only to the inputs "
+            "pulled before it (a map, or a filter passing an input on); declare the stage's kind with @wds_cloud.stage_kind(...) (see "
             "docs/resume.md, 'Stages of your own')"
         )
 
@@ -150,18 +151,25 @@ def _run_stream(
     (undeclared) stage's output after several inputs is noted in ``watch``."""
     pending: list[Any] = []
     append = pending.append
+    last: list[Any] = [None]  # the input pulled last, for a watched stage only
 
     def tap() -> Iterator[Any]:
         for item, tags in pairs:
             append(tags)
             yield item
 
-    for item in invoke_stage(stage, tap()):
+    def watched_tap() -> Iterator[Any]:
+        for item, tags in pairs:
+            append(tags)
+            last[0] = item
+            yield item
+
+    for item in invoke_stage(stage, tap() if watched is None else watched_tap()):
         if len(pending) == 1:
             yield item, pending.pop()
         else:
-            if watched is not None and len(pending) > 1:
-                watch.note(watched)
+            if watched is not None and len(pending) > 1 and item is not last[0]:
+                watch.note(watched)  # not a filter passing its last input on: it groups
             tags = [sid for t in pending for sid in flat(t)]
             pending.clear()
             yield item, tags
