@@ -9,7 +9,8 @@ Packages use these fixtures as they are; redefining or re-importing one in a pac
 would start a second server. The server modules are imported inside the fixtures, so this file
 imports nothing heavy.
 
-``isolated_environ`` (autouse) puts ``os.environ`` back as each test found it.
+``isolated_environ`` (autouse) puts ``os.environ`` back as each test found it; ``new_threads``
+tells the threads a test started from those it found (``tests/support/ownership.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.support.ownership import Detached, NewThreads
 
 if TYPE_CHECKING:
     from tests.emulators.ais.server import AisEmulator
@@ -43,6 +46,24 @@ def isolated_environ() -> Iterator[None]:
     for name, value in before.items():
         if name != _PYTEST_CURRENT and os.environ.get(name) != value:
             os.environ[name] = value
+
+
+@pytest.fixture
+def new_threads() -> NewThreads:
+    """The threads started during this test (``new_threads("wds-s3-prefetch")``): one left
+    over from an earlier test, or a server's, is not this test's."""
+    return NewThreads()
+
+
+@pytest.fixture
+def unrelated_process() -> Iterator[Detached]:
+    """A process that is no process of this test's (detached), making ``/dev/shm`` segments
+    when asked; they are removed and it is ended after the test."""
+    proc = Detached()
+    try:
+        yield proc
+    finally:
+        proc.end()
 
 
 @pytest.fixture(scope="session")
