@@ -250,6 +250,7 @@ def test_rows_views_of_make_loader_batches(
     del got, batch
 
 
+@pytest.mark.slow
 def test_spawn_and_persistent_workers_across_epochs(
     kind_shards: dict[int, list[str]], no_leak: None
 ) -> None:
