@@ -7,7 +7,8 @@ Each server starts at most once per test session, and only when a test asks for 
 the emulator reset for each test (empty store, no ETLs, jobs, faults, token or request log).
 Packages use these fixtures as they are; redefining or re-importing one in a package conftest
 would start a second server. The server modules are imported inside the fixtures, so this file
-imports nothing heavy.
+imports nothing heavy. Under pytest-xdist (``-n logical`` in ``pyproject.toml``) every worker is a
+session of its own, with its own servers on free ports.
 
 ``isolated_environ`` (autouse) puts ``os.environ`` back as each test found it; ``new_threads``
 tells the threads a test started from those it found (``tests/support/ownership.py``).
