@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.jobs import helpers
-from tests.jobs.helpers import descendants, digests, listing, multiset, read_samples, write_inputs
+from tests.jobs.helpers import digests, listing, multiset, read_samples, write_inputs
+from tests.support.ownership import descendants
 from wds_cloud.index.build import build_index
 from wds_cloud.index.format import idx_url
 from wds_cloud.jobs import RayEngine, convert, index_job, map_shards, reshard, verify_job
