@@ -126,3 +126,22 @@ def test_private_network_relays_only_its_forwarded_ports(tmp_path: Path) -> None
         for server in servers:
             stop_process(server, 5)
         net.stop()
+
+
+def test_build_step_passes_without_go_unless_required(no_go: Path) -> None:
+    """The README's test command runs ``python -m tests.servers.aistore build`` before pytest:
+    without ``go`` it says why and exits 0 (the tests then skip), but 2 where CI requires the
+    real cluster."""
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "tests.servers.aistore", "build"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop(conftest_plugin.REQUIRE_ENV, None)
+    quiet = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert quiet.returncode == 0 and "no real AIStore" in quiet.stderr
+    required = subprocess.run(
+        command, env={**env, conftest_plugin.REQUIRE_ENV: "1"}, capture_output=True, text=True
+    )
+    assert required.returncode == 2 and "`go` is not on PATH" in required.stderr

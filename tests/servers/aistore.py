@@ -364,6 +364,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         paths = ensure_binaries()
+    except GoNotFound as exc:
+        from tests.servers.conftest_plugin import REQUIRE_ENV
+        from wds_cloud.settings import env_bool
+
+        if args.command == "build" and not env_bool(REQUIRE_ENV, False):
+            # the README's test command runs this first: without go, the real-cluster tests
+            # are skipped (with this reason), as they are when pytest runs alone
+            print(f"# no real AIStore: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return 0
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except BinariesUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
