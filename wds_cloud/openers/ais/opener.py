@@ -82,6 +82,8 @@ class AisOpener:
         **overrides: fields replacing those of ``config`` (``endpoint=``, ``etl=``, ...).
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: AisConfig | None = None, **overrides: Any) -> None:
         self.config = (config or AisConfig()).resolve(overrides)
         self._client: Any = None

@@ -74,6 +74,8 @@ class GcsOpener:
         ConfigError: an unknown override or an invalid value.
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: GcsConfig | None = None, **overrides: Any) -> None:
         self.config = (config or GcsConfig()).resolve(overrides)
         self._client: Any = None

@@ -62,6 +62,8 @@ class HttpOpener:
         **overrides: individual :class:`HttpConfig` fields, e.g. ``retries=0``.
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: HttpConfig | None = None, **overrides: Any) -> None:
         self.config = (config or HttpConfig()).resolve(overrides)
         self._sleep: Callable[[float], Any] = time.sleep

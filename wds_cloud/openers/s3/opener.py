@@ -60,6 +60,8 @@ class S3Opener:
         ConfigError: an unknown setting or an invalid value.
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: S3Config | None = None, **overrides: Any) -> None:
         self.config = (config or S3Config()).resolve(overrides)
         self._client: Any = None
