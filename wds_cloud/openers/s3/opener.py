@@ -29,8 +29,8 @@ from typing import Any
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
 from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.s3.config import MIN_PART_SIZE, S3Access, S3Config, split_s3_url
-from wds_cloud.openers.s3.errors import translate_error
-from wds_cloud.openers.s3.read import ObjectFetch, policy, read_errors
+from wds_cloud.openers.s3.errors import read_errors, s3_request, translate_error
+from wds_cloud.openers.s3.read import ObjectFetch, policy
 from wds_cloud.openers.streams.backoff import stall_bound
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
@@ -262,7 +262,7 @@ class S3Opener:
         size = page_size or self.config.list_page_size
         paginator = self.client().get_paginator("list_objects_v2")
         out: list[tuple[str, int]] = []
-        try:
+        with s3_request(self.translate_error, url=url):
             pages = paginator.paginate(
                 Bucket=bucket,
                 Prefix=prefix,
@@ -273,8 +273,6 @@ class S3Opener:
                 for item in page.get("Contents", ()):
                     if not item["Key"].endswith("/"):
                         out.append((f"s3://{bucket}/{item['Key']}", int(item["Size"])))
-        except Exception as exc:
-            raise self.translate_error(exc, url=url) from exc
         out.sort()
         return out
 
