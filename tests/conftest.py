@@ -1,4 +1,5 @@
-"""Session fixtures for the local servers every test package shares.
+"""Session fixtures for the local servers every test package shares, and the environment
+restored after every test.
 
 Each server starts at most once per test session, and only when a test asks for it:
 ``seaweed`` (SeaweedFS S3, auth on with the identity in :mod:`tests.support.seaweed`),
@@ -6,20 +7,67 @@ Each server starts at most once per test session, and only when a test asks for 
 the emulator reset for each test (empty store, no ETLs, jobs, faults, token or request log).
 Packages use these fixtures as they are; redefining or re-importing one in a package conftest
 would start a second server. The server modules are imported inside the fixtures, so this file
-imports nothing heavy.
+imports nothing heavy. Under pytest-xdist (``-n logical`` in ``pyproject.toml``) every worker is a
+session of its own, with its own servers on free ports.
+
+``isolated_environ`` (autouse) puts ``os.environ`` back as each test found it; ``new_threads``
+tells the threads a test started from those it found (``tests/support/ownership.py``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.support.ownership import Detached, NewThreads
+
+# the real AIStore cluster's fixtures, ``ais_cluster`` and ``ais_cluster_authn``
+pytest_plugins = ["tests.servers.conftest_plugin"]
+
 if TYPE_CHECKING:
     from tests.emulators.ais.server import AisEmulator
     from tests.support.fake_gcs import FakeGcsServer
     from tests.support.seaweed import SeaweedServer
+
+pytest_plugins = ["pytester"]  # tests/test_environ.py runs a session of its own
+
+#: pytest sets this one for each phase of each test, and removes it itself
+_PYTEST_CURRENT = "PYTEST_CURRENT_TEST"
+
+
+@pytest.fixture(autouse=True)
+def isolated_environ() -> Iterator[None]:
+    """``os.environ`` as this test found it, once it is over: a variable it set (itself, through
+    ``monkeypatch`` or in the code it ran) is removed, one it changed or removed is put back.
+    Session and module fixtures set theirs before this snapshot, so theirs stay."""
+    before = dict(os.environ)
+    yield
+    for name in [n for n in os.environ if n not in before and n != _PYTEST_CURRENT]:
+        del os.environ[name]
+    for name, value in before.items():
+        if name != _PYTEST_CURRENT and os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+@pytest.fixture
+def new_threads() -> NewThreads:
+    """The threads started during this test (``new_threads("wds-s3-prefetch")``): one left
+    over from an earlier test, or a server's, is not this test's."""
+    return NewThreads()
+
+
+@pytest.fixture
+def unrelated_process() -> Iterator[Detached]:
+    """A process that is no process of this test's (detached), making ``/dev/shm`` segments
+    when asked; they are removed and it is ended after the test."""
+    proc = Detached()
+    try:
+        yield proc
+    finally:
+        proc.end()
 
 
 @pytest.fixture(scope="session")

@@ -62,13 +62,11 @@ ALLOWED_UP: dict[tuple[str, str], str] = {
     ("wds_cloud.core.mix", "wds_cloud.resume.state"): (
         "RandomMix.state_dict()/load_state_dict(): the state format and its check, on call"
     ),
-    ("wds_cloud.core.compat", "wds_cloud.index.datasetjson"): (
-        "WebDataset(dataset.json) reads the shard list and sample count of a wids dataset "
-        "index; the format's one reader imports only openers and the foundation"
-    ),
-    ("wds_cloud.core.shards", "wds_cloud.index.datasetjson"): (
-        "a dataset index JSON names its shards: the shard-spec expansion reads it through "
-        "the format's one reader (openers and the foundation only)"
+    ("wds_cloud.listing", "wds_cloud.index.datasetjson"): (
+        "a shard spec naming a dataset index JSON stands for its shards (and WebDataset's "
+        "length): the one shard-spec resolver reads it, lazily and only for a .json spec, "
+        "through the format's one reader and owner, which imports only openers and the "
+        "foundation (no cycle)"
     ),
 }
 
@@ -160,3 +158,17 @@ def test_a_moved_path_still_imports_and_warns(old: str, new: str) -> None:
     public = getattr(target, "__all__", None) or [n for n in vars(target) if n[0] != "_"]
     for name in public:
         assert getattr(module, name) is getattr(target, name), (old, name)
+
+
+def test_python_m_of_the_old_demo_path_still_runs_the_demo(tmp_path: object) -> None:
+    import subprocess
+
+    command = [sys.executable, "-W", "always", "-m", "wds_cloud.demo", "--dir", str(tmp_path)]
+    result = subprocess.run(
+        [*command, "--samples", "20"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "wrote 20 samples" in result.stdout
+    assert "wds_cloud.demo moved to wds_cloud.cli.demo" in result.stderr

@@ -121,6 +121,9 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         detshuffle as detshuffle,
         shuffle as shuffle,
     )
+    from wds_cloud.core.stagekind import (
+        stage_kind as stage_kind,
+    )
     from wds_cloud.core.stages import (
         associate as associate,
         check_empty as check_empty,
@@ -369,6 +372,7 @@ _EXPORTS: dict[str, str] = {
     "unlisted": "wds_cloud.core.batching",
     "detshuffle": "wds_cloud.core.shuffle",
     "shuffle": "wds_cloud.core.shuffle",
+    "stage_kind": "wds_cloud.core.stagekind",
     # decoding and collation
     "Continue": "wds_cloud.core.decode",
     "Decoder": "wds_cloud.core.decode",

@@ -12,20 +12,30 @@ bucket ls --prefix``, and nothing under it is an error (:func:`list_prefixes`).
 Every listed result has the scheme that was listed: local listings give absolute paths (or
 ``file://`` URLs), so a file whose name looks like a URL (``pipe:cmd;x.tar``) is read as the
 file it is; only a ``pipe:`` string the user wrote runs a command.
+
+:func:`resolve_shards` is the one shard-spec resolver every entry point calls (``WebDataset``
+and the shard lists, ``build_index``/``check_index``/``IndexedWebDataset``, the jobs, every
+``wds-cloud`` command): on top of :func:`list_shards` it reads a dataset index JSON, takes an
+existing local file or folder as that path, and says how a Python list is read.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ConfigError, ShardNotFoundError
 from wds_cloud.openers.capabilities import Lister, SizedLister
 from wds_cloud.openers.local import is_file_url, url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
-from wds_cloud.urls import expand_urls
+from wds_cloud.urls import expand_urls, literal_urls
+
+if TYPE_CHECKING:
+    from wds_cloud.index.datasetjson import DatasetIndex
 
 DEFAULT_EXTENSIONS = (".tar", ".tgz", ".tar.gz")
 _GLOB_CHARS = "*?["
@@ -307,3 +317,139 @@ def list_prefixes(
             url=missing[0],
         )
     return out
+
+
+# -- shard specs -----------------------------------------------------------------------------
+
+_SPEC_SYNTAX = ("{", "}", "::", "${", "\\", *_GLOB_CHARS)
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    """What a shard spec stands for.
+
+    Attributes:
+        urls: the shard URLs, in order.
+        index: the dataset index when the whole spec named one dataset JSON (its sample
+            counts; ``build_index`` rewrites it), else None.
+    """
+
+    urls: list[str]
+    index: DatasetIndex | None = None
+
+
+def _names_dataset_json(spec: str) -> bool:
+    """A single URL or path naming a JSON file (``....json``, query aside): a spec that stands
+    for the shards of the wids dataset index it names."""
+    if "::" in spec or "{" in spec:
+        return False
+    path = spec.partition("?")[0] if "://" in spec else spec
+    return path.lower().endswith(".json")
+
+
+def _local_path(spec: str) -> str:
+    """An existing local file named by ``spec``, as a URL that reads that file: ``spec`` itself,
+    or its absolute path when ``spec`` would read as a URL (``pipe:cmd;x.tar``)."""
+    plain = url_scheme(spec) == "file" and not is_file_url(spec)
+    return spec if plain else os.path.abspath(spec)
+
+
+def _missing_local_path(spec: str) -> bool:
+    """A plain local path (no template, glob or final ``/``) that names nothing."""
+    if spec == "-" or url_scheme(spec) != "file" or spec.endswith("/"):
+        return False
+    return not any(c in spec for c in _SPEC_SYNTAX) and not os.path.lexists(url_to_path(spec))
+
+
+def _dataset(url: str, registry: OpenerRegistry) -> ResolvedSpec:
+    # the format's one reader (index.datasetjson: openers and the foundation only)
+    from wds_cloud.index.datasetjson import load_dataset_json
+
+    index = load_dataset_json(url, registry=registry)
+    if not index.urls:
+        raise ConfigError(f"the dataset index {redact_url(url)!r} lists no shards")
+    return ResolvedSpec(index.urls, index)
+
+
+def _resolve_string(spec: str, registry: OpenerRegistry, prefixes: bool) -> ResolvedSpec:
+    if spec != "-" and os.path.lexists(spec):  # a name the shell gave: the file, literally
+        if os.path.isdir(spec):
+            folder = os.path.join(os.path.abspath(spec), "")
+            return ResolvedSpec(list_pattern(folder, registry=registry))
+        path = _local_path(spec)
+        return _dataset(path, registry) if _names_dataset_json(spec) else ResolvedSpec([path])
+    if _names_dataset_json(spec):
+        return _dataset(spec, registry)
+    if not prefixes and _missing_local_path(spec):
+        raise ShardNotFoundError(f"no such file or folder: {redact_url(spec)!r}", url=spec)
+    return ResolvedSpec(list_shards(spec, registry=registry, prefixes=prefixes))
+
+
+def resolve_spec(
+    spec: str | Iterable[Any],
+    *,
+    registry: OpenerRegistry | None = None,
+    literal_paths: bool = False,
+    prefixes: bool = False,
+) -> ResolvedSpec:
+    """:func:`resolve_shards` with the dataset index a spec named (its sample counts)."""
+    registry = registry or default_registry()
+    if isinstance(spec, str):
+        resolved = _resolve_string(spec, registry, prefixes)
+    elif literal_paths:
+        resolved = ResolvedSpec(literal_urls(spec))
+    else:
+        items = literal_urls(spec)
+        resolved = ResolvedSpec(
+            [url for item in items for url in _resolve_string(item, registry, prefixes).urls]
+        )
+    if not resolved.urls:  # an empty list (a string gives a shard or an error)
+        raise ConfigError(f"no shards in {spec!r}")
+    return resolved
+
+
+def resolve_shards(
+    spec: str | Iterable[Any],
+    *,
+    registry: OpenerRegistry | None = None,
+    literal_paths: bool = False,
+    prefixes: bool = False,
+) -> list[str]:
+    """The shard URLs a shard spec stands for: the one resolver of every entry point.
+
+    A string is one spec, resolved in this order:
+
+    1. an existing local file or folder (the name as the shell gave it, whatever it holds:
+       ``[``, ``{``, ``?``, ``::``, ``pipe:``): a file is itself (made absolute when its name
+       would read as a URL, so it is never a command), a folder is listed recursively;
+    2. a dataset index JSON (``....json``, no braces or ``::``): its shards, in its order;
+    3. anything else goes to :func:`list_shards`: braces, ``::``, ``${VAR}``, globs and
+       ``/``-ending prefixes listed on every backend that can list. A plain local path with
+       none of these that does not exist is an error here; other plain URLs are returned
+       unchecked (their backend reports a missing one when it is read).
+
+    Args:
+        spec: a string (one spec), or a list of strings or ``{"url": ...}`` dicts.
+        registry: where the backends come from (the default registry when None).
+        literal_paths: a list is a list of URLs, taken exactly as given (no braces, globs,
+            prefixes, JSON): what ``WebDataset``, the shard lists, the index builders and the
+            jobs take, so a list that was resolved once (the job CLI's, a listing's) reads the
+            same again, and ``s3://b/x[1].tar`` in an explicit list is that object (webdataset's
+            ``SimpleShardList`` takes a list as given too). False: each item is a spec of its
+            own, resolved as a string is and joined in order (the command line's arguments).
+        prefixes: a plain URL is also a name prefix (``wds-cloud ls``, as ``aws s3 ls``): what
+            is at or under it, checked to exist (:func:`list_prefixes`). False: a plain URL is
+            the shard it names.
+
+    Returns:
+        The URLs, each spec replaced in place by what it stands for.
+
+    Raises:
+        ShardNotFoundError: a glob or prefix that matches no shard, a missing folder, bucket
+            or dataset JSON, a plain local path that does not exist (each named).
+        ConfigError: an empty result, a malformed template, a JSON that is not a dataset
+            index, a pattern on a backend that cannot list (http).
+    """
+    return resolve_spec(
+        spec, registry=registry, literal_paths=literal_paths, prefixes=prefixes
+    ).urls

@@ -1,5 +1,6 @@
-"""Typed settings: the one place that reads a setting's text from the environment, and the
-one check of configuration overrides and ``open()`` options.
+"""Typed settings: the one place that reads a setting's text from the environment, the one
+resolver of every backend config, and the one check of configuration overrides and ``open()``
+options.
 
 Every environment variable wds_cloud reads (``WDS_CLOUD_*``, webdataset's ``WDS_*`` and the
 backends' own ``AWS_*``/``AIS_*``/``GOOGLE_*`` names) goes through these readers, when an object
@@ -10,28 +11,49 @@ is created or a function is called, never at import. One rule per type:
   ``yes``, ``on`` or any other non-zero integer (webdataset reads its switches with ``int()``,
   so ``WDS_SECURE=2`` stays on); false is ``0``, ``false``, ``no``, ``off``;
 - integers: Python's ``int()`` (``1_000`` is accepted); numbers: ``float()``;
+- durations (:func:`parse_seconds`): a number of seconds >= 0 with an optional unit ``ms``,
+  ``s``, ``m`` or ``h`` (case-insensitive): ``30``, ``2.5``, ``30s``, ``1.5m``, ``500ms``,
+  ``inf``; a bare number is seconds, so every value read with ``float()`` before still is;
 - choices: case-insensitive, returned lower-case;
 - byte sizes (:func:`parse_bytes`): a number with an optional binary unit ``K``, ``M``, ``G``,
-  ``T`` (``KB``, ``KiB``, ``Ki`` the same; case-insensitive); each caller says whether
-  fractions, ``1e11`` notation or a sign are accepted;
+  ``T`` (``KB``, ``KiB``, ``Ki`` the same; case-insensitive), digits grouped with ``_`` as
+  ``int()`` allows; each caller says whether fractions, ``1e11`` notation or a sign are
+  accepted;
 
 anything else raises :class:`~wds_cloud.errors.ConfigError` naming the variable and its value.
+
+Backend configs are resolved by a :class:`ConfigTable`: one :class:`Field` per dataclass field
+(its :class:`Kind`, default and the backend's own variables), and one order for all of them:
+argument > ``WDS_CLOUD_<SECTION>_<FIELD>`` > the backend's own variables > default.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import fields, replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from wds_cloud.errors import ConfigError
 
 __all__ = [
+    "BOOL",
+    "BYTES",
     "FALSE",
+    "INT",
+    "SECONDS",
+    "TEXT",
     "TRUE",
+    "ConfigTable",
+    "Field",
+    "Kind",
+    "above",
     "apply_overrides",
+    "at_least",
+    "bytes_kind",
+    "choice",
     "env_bool",
     "env_bytes",
     "env_choice",
@@ -39,18 +61,23 @@ __all__ = [
     "env_float",
     "env_int",
     "env_str",
+    "multiple_of",
     "parse_bool",
     "parse_bytes",
     "parse_float",
     "parse_int",
+    "parse_seconds",
     "reject_unknown_options",
 ]
 
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"0", "false", "no", "off"})
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 D = TypeVar("D")
-C = TypeVar("C")
+DC = TypeVar("DC", bound="DataclassInstance")
 N = TypeVar("N", int, float)
 
 
@@ -108,7 +135,10 @@ def parse_float(text: str, source: str) -> float:
 
 
 BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_BYTES = re.compile(r"([+-]?)((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:E[+-]?[0-9]+)?)\s*([KMGT]?)(I?B?)")
+_DIGITS = r"[0-9]+(?:_[0-9]+)*"
+_BYTES = re.compile(
+    rf"([+-]?)((?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:E[+-]?{_DIGITS})?)\s*([KMGT]?)(I?B?)"
+)
 
 
 def parse_bytes(
@@ -119,7 +149,7 @@ def parse_bytes(
     exponent: bool = False,
     signed: bool = False,
 ) -> int:
-    """``text`` as a number of bytes: ``4096``, ``64M``, ``64MiB``, ``1.5 GB``, ``2Ki``...
+    """``text`` as a number of bytes: ``4096``, ``64M``, ``64MiB``, ``1.5 GB``, ``2Ki``, ``1_048_576``...
 
     Every unit is binary (``K`` is 1024, ``KB`` too, as AIStore reads sizes); ``B`` alone is
     bytes. A whole number is exact; a fraction or an exponent is computed in floating point
@@ -147,12 +177,40 @@ def parse_bytes(
         if ok:
             scale = BYTE_UNITS[prefix]
             try:
-                value = int(number) * scale if number.isdigit() else int(float(number) * scale)
+                whole = number.replace("_", "").isdigit()
+                value = int(number) * scale if whole else int(float(number) * scale)
             except OverflowError:
                 pass
             else:
                 return -value if sign == "-" else value
     raise ConfigError(f"{source}={text!r} is not a byte count")
+
+
+_DURATION = re.compile(r"(.*?)\s*(ms|s|m|h)?", re.IGNORECASE)
+_UNITS = {"": (1, 1), "ms": (1, 1000), "s": (1, 1), "m": (60, 1), "h": (3600, 1)}
+DURATION_SYNTAX = "a number of seconds >= 0, optionally with a unit: 30, 30s, 1.5m, 500ms, 2h"
+
+
+def parse_seconds(text: str, source: str) -> float:
+    """``text`` as a duration in seconds: ``30``, ``2.5``, ``30s``, ``1.5m``, ``500ms``, ``2h``.
+
+    The number is read with ``float()`` (``1e3`` and ``inf`` included, ``nan`` not), then
+    multiplied by its unit (``ms``, ``s``, ``m``, ``h``, case-insensitive; none is seconds).
+
+    Raises:
+        ConfigError: not a duration, or a negative one (the message names ``source``).
+    """
+    match = _DURATION.fullmatch(text.strip())
+    assert match is not None  # ".*?" matches any text
+    number, unit = match.groups()
+    try:
+        times, per = _UNITS[(unit or "").lower()]
+        value = float(number) * times / per
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise ConfigError(f"{source}={text!r} is not a number of seconds ({DURATION_SYNTAX})")
+    return value
 
 
 def env_bytes(
@@ -243,7 +301,262 @@ def env_choice(
     return low
 
 
-def apply_overrides(config: C, overrides: Mapping[str, Any] | None, what: str) -> C:
+# -- the config resolver ------------------------------------------------------------------------
+
+
+def _reject(value: Any) -> Any:
+    raise ValueError(value)
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(value)
+    return float(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, int):  # bool is an int; an integer is a boolean as in the text rule
+        raise ValueError(value)
+    return bool(value)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ValueError(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a setting of one type is read.
+
+    Attributes:
+        what: the type in words, for errors (``"an integer"``).
+        parse: ``parse(text, source)``: the value of a variable's text, or of a string
+            argument; raises :class:`ConfigError` naming ``source`` and the text.
+        accept: ``accept(value)``: the value of a typed (not string) argument; raises
+            ``ValueError`` or ``TypeError`` when it is not of this kind.
+    """
+
+    what: str
+    parse: Callable[[str, str], Any]
+    accept: Callable[[Any], Any] = _reject
+
+
+#: Text as given (a variable's text is stripped; an argument is taken verbatim).
+TEXT = Kind("a string", lambda text, source: text, _text)
+#: The boolean rule of the module docstring.
+BOOL = Kind("a boolean", parse_bool, _boolean)
+#: Python's ``int()``.
+INT = Kind("an integer", parse_int, _integer)
+#: :func:`parse_seconds`; a number argument is seconds.
+SECONDS = Kind("a number of seconds", parse_seconds, _seconds)
+
+
+def _truncated(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(value)
+    return int(value)
+
+
+def bytes_kind(*, fraction: bool = False, exponent: bool = False) -> Kind:
+    """Byte sizes by :func:`parse_bytes` (a sign accepted: the field's checks bound it); an
+    integer argument is bytes (with ``fraction``, a float too, truncated)."""
+
+    def parse(text: str, source: str) -> int:
+        return parse_bytes(text, source, fraction=fraction, exponent=exponent, signed=True)
+
+    return Kind("a byte count", parse, _truncated if fraction else _integer)
+
+
+#: Whole byte sizes: ``4194304``, ``4M``, ``4MiB``, ``1_048_576``.
+BYTES = bytes_kind()
+
+
+def choice(*names: str, aliases: Mapping[str, str] | None = None) -> Kind:
+    """One of ``names`` (or an alias of one), case-insensitive, returned canonical."""
+    table = {name: name for name in names} | dict(aliases or {})
+
+    def parse(text: str, source: str) -> str:
+        try:
+            return table[text.strip().lower()]
+        except KeyError:
+            raise ConfigError(
+                f"{source}={text!r} is not one of {', '.join(sorted(table))}"
+            ) from None
+
+    return Kind(f"one of {', '.join(sorted(table))}", parse)
+
+
+Check: TypeAlias = Callable[[Any], str | None]
+
+
+def at_least(least: float, shown: str | None = None) -> Check:
+    """A check: the value is ``>= least`` (``shown`` is how the message writes it)."""
+    return lambda value: None if value >= least else f"must be at least {shown or least}"
+
+
+def above(least: float) -> Check:
+    """A check: the value is ``> least``."""
+    return lambda value: None if value > least else f"must be > {least:g}"
+
+
+def multiple_of(step: int) -> Check:
+    """A check: the value is a multiple of ``step``."""
+    return lambda value: None if value % step == 0 else f"must be a multiple of {step}"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One setting of a config: its name, how it is read, its default and the backend's own
+    variables.
+
+    Attributes:
+        name: the dataclass field; its variable is ``WDS_CLOUD_<SECTION>_<NAME>``.
+        kind: how its text and a typed argument are read.
+        default: the value when neither the argument nor a variable gives one.
+        env: the backend's own variables (``AWS_REGION``...), after ours; the first one set
+            wins.
+        derive: ``derive(resolved)`` replaces ``default``: the default computed from the
+            fields resolved before this one (the table's order).
+        checks: each returns a complaint (``"must be at least 1"``) or None.
+        read_env: replaces the reading of ``env`` for a value made of several variables:
+            ``read_env(environ)`` is the value, or None when none of them is set.
+        secret: never show the value in an error.
+        argument: the owner's name for it where that differs from ``name`` (errors name
+            ``Owner.argument``).
+    """
+
+    name: str
+    kind: Kind
+    default: Any = None
+    env: tuple[str, ...] = ()
+    derive: Callable[[Mapping[str, Any]], Any] | None = None
+    checks: tuple[Check, ...] = ()
+    read_env: Callable[[Mapping[str, str] | None], Any] | None = None
+    secret: bool = False
+    argument: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigTable:
+    """The fields of one config, resolved in this order, each the same way: argument >
+    ``WDS_CLOUD_<SECTION>_<FIELD>`` > the field's ``env`` > its default.
+
+    A string argument is read like a variable's text; any other argument must be of the
+    field's kind. ``None`` is "not given".
+
+    Attributes:
+        section: the variables' word (``"S3"``: ``WDS_CLOUD_S3_RETRIES``); ``""`` for a
+            setting of its own (``WDS_CLOUD_READAHEAD``).
+        owner: names an argument in errors (``"S3Config"``: ``S3Config.retries=-1``).
+        what: the backend in the unknown-override message (``"unknown S3 settings"``).
+        fields: every field, in resolution order.
+    """
+
+    section: str
+    owner: str
+    what: str
+    fields: tuple[Field, ...]
+
+    def field(self, name: str) -> Field:
+        """The field called ``name``.
+
+        Raises:
+            KeyError: no such field.
+        """
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def variable(self, name: str) -> str:
+        """Our variable of field ``name``: ``WDS_CLOUD_<SECTION>_<NAME>``."""
+        return "_".join(w for w in ("WDS_CLOUD", self.section, name.upper()) if w)
+
+    def variables(self, name: str) -> tuple[str, ...]:
+        """Every variable of field ``name``, first to last in precedence."""
+        return (self.variable(name), *self.field(name).env)
+
+    def values(
+        self, given: Mapping[str, Any], *, environ: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Every field's value: ``given[name]`` unless it is None, else the environment
+        (``environ``, default ``os.environ``), else the default.
+
+        Raises:
+            ConfigError: a value that is not of the field's kind or fails a check, naming
+                the variable (or ``Owner.field``) and the value.
+        """
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            out[f.name] = self._value(f, given.get(f.name), environ, out)
+        return out
+
+    def resolve(
+        self,
+        config: DC,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> DC:
+        """A copy of the dataclass ``config`` with ``overrides`` applied
+        (:func:`apply_overrides`), then every field resolved by :meth:`values`.
+
+        Raises:
+            ConfigError: an unknown override, or a bad value.
+        """
+        base = apply_overrides(config, overrides, self.what)
+        given = {f.name: getattr(base, f.name) for f in self.fields}
+        return replace(base, **self.values(given, environ=environ))
+
+    def _value(
+        self,
+        f: Field,
+        value: Any,
+        environ: Mapping[str, str] | None,
+        resolved: Mapping[str, Any],
+    ) -> Any:
+        if value is not None:
+            source, shown = f"{self.owner}.{f.argument or f.name}", value
+            if isinstance(value, str):
+                value = f.kind.parse(value, source)
+            else:
+                try:
+                    value = f.kind.accept(value)
+                except (TypeError, ValueError, OverflowError):
+                    raise ConfigError(f"{source}={_show(f, shown)} is not {f.kind.what}") from None
+        else:
+            found = env_first(
+                (self.variable(f.name),) if f.read_env else self.variables(f.name), environ
+            )
+            if found is not None:
+                source, shown = found
+                value = f.kind.parse(shown, source)
+            elif f.read_env is not None and (value := f.read_env(environ)) is not None:
+                return value  # read_env checked its variables
+            else:
+                return f.derive(resolved) if f.derive is not None else f.default
+        for check in f.checks:
+            complaint = check(value)
+            if complaint is not None:
+                raise ConfigError(f"{source}={_show(f, shown)} {complaint}")
+        return value
+
+
+def _show(f: Field, value: Any) -> str:
+    return "<hidden>" if f.secret else repr(value)
+
+
+def apply_overrides(config: DC, overrides: Mapping[str, Any] | None, what: str) -> DC:
     """A copy of the dataclass ``config`` with ``overrides`` replacing its fields.
 
     Args:
@@ -256,11 +569,11 @@ def apply_overrides(config: C, overrides: Mapping[str, Any] | None, what: str) -
     """
     if not overrides:
         return config
-    names = {f.name for f in fields(config)}  # type: ignore[arg-type]
+    names = {f.name for f in fields(config)}
     unknown = sorted(set(overrides) - names)
     if unknown:
         raise ConfigError(f"unknown {what} settings {unknown}; known: {sorted(names)}")
-    return replace(config, **overrides)  # type: ignore[type-var]
+    return replace(config, **overrides)
 
 
 def reject_unknown_options(

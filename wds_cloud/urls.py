@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from wds_cloud.braces import (
@@ -38,8 +39,20 @@ def _substitute_env(url: str) -> str:
 def _patterns(urls: str | Iterable[str]) -> list[str]:
     if isinstance(urls, str):
         return [p for p in urls.split("::") if p]
+    return literal_urls(urls)
+
+
+def literal_urls(items: Iterable[Any]) -> list[str]:
+    """The URLs of a list as given: strings, or webdataset's shard dicts ``{"url": ...}``.
+
+    Nothing is expanded (:func:`expand_urls` expands each one; ``wds_cloud.listing`` takes a
+    list of URLs this way with ``literal_paths=True``).
+
+    Raises:
+        ConfigError: an item that is neither a string nor a dict with a string ``url``.
+    """
     patterns = []
-    for u in urls:
+    for u in items:
         if isinstance(u, dict):  # webdataset's shard items: {"url": ...}
             if not isinstance(u.get("url"), str):
                 raise ConfigError(f"shard dicts need a string 'url', got {u!r}")

@@ -58,7 +58,7 @@ def test_one_ranged_get_per_sample(dataset: wds.IndexedWebDataset, emulator: Ais
         assert rng == f"bytes={first}-{end - 1}"
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_dataloader_workers(dataset: wds.IndexedWebDataset, context: str) -> None:
     indexcheck.assert_dataloader(dataset, context)
 

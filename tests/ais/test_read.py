@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 
 import pytest
 
 from tests.ais.conftest import ETL_NAME, Shards
 from tests.contract.opener_contract import OpenerCase, OpenerContract
 from tests.emulators.ais.server import AisEmulator
+from tests.support.ownership import refused_port
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError, ShardReadError
 from wds_cloud.openers.ais.opener import AisOpener
@@ -169,13 +169,11 @@ def test_unknown_etl_names_etl_and_url(opener: AisOpener, shards: Shards) -> Non
 
 
 def test_unreachable_endpoint_names_it() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    endpoint = f"http://127.0.0.1:{port}"
-    opener = AisOpener(endpoint=endpoint, retries=0)
-    with pytest.raises(ShardOpenError, match="cannot reach AIStore at " + endpoint):
-        opener.open("ais://b/x.tar")
+    with refused_port() as port:
+        endpoint = f"http://127.0.0.1:{port}"
+        opener = AisOpener(endpoint=endpoint, retries=0)
+        with pytest.raises(ShardOpenError, match="cannot reach AIStore at " + endpoint):
+            opener.open("ais://b/x.tar")
 
 
 def test_empty_object(ais_emulator: AisEmulator, opener: AisOpener) -> None:

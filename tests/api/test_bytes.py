@@ -20,7 +20,7 @@ SCALES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 SPELLINGS = {
     prefix: [
         f"{p}{s}"
-        for p in {prefix, prefix.lower()}
+        for p in dict.fromkeys((prefix, prefix.lower()))
         for s in ("", "B", "b", "iB", "ib", "IB", "i", "I")
     ]
     for prefix in "KMGT"

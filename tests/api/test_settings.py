@@ -24,6 +24,8 @@ from wds_cloud.settings import (
     env_int,
     env_str,
     parse_bool,
+    parse_bytes,
+    parse_seconds,
     reject_unknown_options,
 )
 
@@ -116,6 +118,47 @@ def test_env_first_skips_unset_and_blank() -> None:
 def test_parse_bool_names_its_source() -> None:
     with pytest.raises(ConfigError, match=r"S3Config.requester_pays='sure'"):
         parse_bool("sure", "S3Config.requester_pays")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30", 30.0),
+        (" 2.5 ", 2.5),
+        ("0", 0.0),
+        ("30s", 30.0),
+        ("30 S", 30.0),
+        ("1.5m", 90.0),
+        ("500ms", 0.5),
+        ("300MS", 0.3),
+        ("2h", 7200.0),
+        ("1e3", 1000.0),
+        ("1_000", 1000.0),
+        ("inf", float("inf")),
+    ],
+)
+def test_parse_seconds(text: str, seconds: float) -> None:
+    assert parse_seconds(text, VAR) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "s", "soon", "-1", "-1s", "nan", "1h30m", "30 sec", "5d"])
+def test_parse_seconds_refuses_other_text_naming_source_and_value(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_seconds(text, VAR)
+    assert str(info.value).startswith(f"{VAR}={text!r} is not a number of seconds (")
+
+
+@pytest.mark.parametrize(
+    ("text", "size"), [("1_048_576", 1 << 20), ("1_024K", 1 << 20), ("1_0.5K", 10752)]
+)
+def test_parse_bytes_takes_digit_groups_as_int_does(text: str, size: int) -> None:
+    assert parse_bytes(text, VAR) == size
+
+
+@pytest.mark.parametrize("text", ["_1", "1_", "1__0", "1_.5"])
+def test_parse_bytes_refuses_misplaced_underscores(text: str) -> None:
+    with pytest.raises(ConfigError, match="is not a byte count"):
+        parse_bytes(text, VAR)
 
 
 # -- the variables converted to the one rule -------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import wds_cloud
 from tests.support.typecheck import run_mypy
 
@@ -55,6 +57,7 @@ reveal_type(loader)
 """
 
 
+@pytest.mark.slow
 def test_mypy_sees_real_types_and_rejects_a_misspelt_name(tmp_path: Path) -> None:
     result = run_mypy(tmp_path, SNIPPET + "wds.WebDatset(['a.tar'])\n")
     out = result.stdout

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,7 @@ def _fake_source(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_classify_and_run_both_libraries(tmp_path: Path) -> None:
     source = _fake_source(tmp_path / "src")
     out = tmp_path / "result.json"

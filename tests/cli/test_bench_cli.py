@@ -10,6 +10,8 @@ import pytest
 
 from .conftest import NSHARDS, PER_SHARD, Runner
 
+pytestmark = pytest.mark.slow  # each runs the CLI with DataLoader workers: seconds each
+
 
 def test_defaults_on_one_shard(wds_cli: Runner, image_shards: list[Path]) -> None:
     out = wds_cli("bench", str(image_shards[0]))

@@ -128,6 +128,7 @@ def test_dsort_spec_json_yaml_and_invalid(wds_cli: Runner, tmp_path: Path) -> No
     assert bad.returncode == 1 and b"wds-cloud dsort-spec: error:" in bad.stderr
 
 
+@pytest.mark.slow
 def test_bench_json(wds_cli: Runner, image_shards: list[Path]) -> None:
     out = wds_cli(
         "bench",

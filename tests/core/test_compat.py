@@ -198,7 +198,7 @@ def test_unsupported_specs(clean_env):
         compat.WebDataset("datasets.yaml")
     with pytest.raises(ConfigError, match="WDS_SEED"):
         clean_env.setenv("WDS_SEED", "abc")
-        compat.WebDataset("a.tar")
+        compat.WebDataset(["a.tar"])  # a list is taken as given: no file needed
 
 
 def test_fluid_wrapper_and_mixing():

@@ -129,6 +129,7 @@ def test_raw_stream_with_uneven_reads_reads_like_tarfile(main: list[Archive]) ->
     assert not failures, report(failures, len(main))
 
 
+@pytest.mark.slow
 def test_tiny_reads_of_1_to_7_bytes_read_like_tarfile() -> None:
     archives = targen.archives(TINY, small=True)
     streams: list[targen.ChunkedStream] = []
@@ -173,6 +174,7 @@ def _positions(stream: Any, bufsize: int) -> tuple[list[tuple[str, bytes, int]],
     return got, end
 
 
+@pytest.mark.slow
 def test_member_positions_match_tarfile_offsets_on_every_read_path(
     main: list[Archive], tmp_path: Path
 ) -> None:
@@ -205,6 +207,7 @@ def test_member_positions_match_tarfile_offsets_on_every_read_path(
     assert not failures, report(failures, cases)
 
 
+@pytest.mark.slow
 def test_member_positions_with_1_to_7_byte_reads() -> None:
     archives = targen.archives(TINY, small=True)
     failures = []
@@ -287,6 +290,7 @@ def _stream(how: str, path: Path, data: bytes, sizes: list[int]) -> Any:
     return targen.ChunkedStream(data, sizes)
 
 
+@pytest.mark.slow
 def test_truncated_archives_yield_complete_files_then_raise(
     main: list[Archive], tmp_path: Path
 ) -> None:

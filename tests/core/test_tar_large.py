@@ -169,27 +169,37 @@ def test_seeded_archives_read_like_tarfile_with_zero_copy(tmp_path: Path) -> Non
     assert not failures, report(failures, len(items))
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _holds(path: Path) -> tuple[int, int]:
+    """Descriptors of this process open on ``path``, and its mappings of it (other files'
+    descriptors, a server thread's sockets for one, are not this test's)."""
+    fds = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+        except OSError:
+            pass
+    with open("/proc/self/maps") as f:
+        maps = sum(line.rstrip("\n").endswith(" " + str(path)) for line in f)
+    return fds, maps
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts /proc/self/fd")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd and maps")
 def test_closing_a_mapped_reader_with_live_views_releases_the_file(
     large: bytes, tmp_path: Path
 ) -> None:
     path = tmp_path / "shard.tar"
     path.write_bytes(large)
     want = reference(large)
-    before = _open_fds()
     with open(path, "rb") as f:
         members = iter_tar(f, zero_copy=True)
         first = [next(members), next(members), next(members)]
         members.close()  # unmaps, or leaves it to the views: no BufferError
     assert f.closed
     assert [(n, bytes(v)) for n, v in first] == want[:3]  # still readable after close
+    assert _holds(path) == (1, 1)  # the views keep the mapping and its descriptor
     del members
     first.clear()
-    assert _open_fds() == before  # the mapping (and its descriptor) went with the last view
+    assert _holds(path) == (0, 0)  # the mapping (and its descriptor) went with the last view
 
 
 def test_stream_views_survive_later_reads(large: bytes) -> None:

@@ -31,7 +31,7 @@ def write_shards(root: Path) -> list[str]:
 
 def lookups(run: Callable[[], Any]) -> tuple[int, Any]:
     """How many times ``run()`` looks the assigned ``url_opener`` up, and its result."""
-    code = shardopen._url_opener_override.__code__
+    code = shardopen.url_opener_override.__code__
     calls = 0
 
     def profile(frame: Any, event: str, arg: Any) -> None:

@@ -79,8 +79,8 @@ def test_env_is_read_at_construction_not_later(monkeypatch: pytest.MonkeyPatch) 
         ("WDS_CLOUD_GCS_ANONYMOUS", "maybe", "not a boolean"),
         ("WDS_CLOUD_GCS_CHUNK_SIZE", "1000", "multiple of 262144"),
         ("WDS_CLOUD_GCS_READ_TIMEOUT", "soon", "not a number"),
-        ("WDS_CLOUD_GCS_PAGE_SIZE", "0", "must be positive"),
-        ("WDS_CLOUD_GCS_STALL_TIMEOUT", "0", "WDS_CLOUD_GCS_STALL_TIMEOUT must be > 0"),
+        ("WDS_CLOUD_GCS_PAGE_SIZE", "0", "WDS_CLOUD_GCS_PAGE_SIZE='0' must be at least 1"),
+        ("WDS_CLOUD_GCS_STALL_TIMEOUT", "0", "WDS_CLOUD_GCS_STALL_TIMEOUT='0' must be > 0"),
         ("WDS_CLOUD_GCS_STALL_TIMEOUT", "never", "not a number of seconds"),
     ],
 )
@@ -97,7 +97,7 @@ def test_bad_arguments() -> None:
         ConfigError, match=r"unknown GCS settings \['endpiont'\]; known: \[.*'endpoint'"
     ):
         GcsOpener(endpiont="http://typo")
-    with pytest.raises(ConfigError, match=r"GcsConfig.retries must be a non-negative"):
+    with pytest.raises(ConfigError, match=r"GcsConfig.retries=-1 must be at least 0"):
         GcsOpener(retries=-1)
 
 

@@ -68,7 +68,7 @@ def test_one_ranged_get_per_sample(
     assert proxy.requests - before == len(indexes)
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_dataloader_workers(dataset: wds.IndexedWebDataset, context: str) -> None:
     indexcheck.assert_dataloader(dataset, context)
 

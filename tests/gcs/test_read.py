@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.gcs.shards import upload_shards
+from tests.support.ownership import refused_port
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
 from wds_cloud.openers.gcs.opener import GcsOpener
@@ -106,13 +107,12 @@ def test_url_without_object_is_a_config_error(opener: GcsOpener) -> None:
 
 
 def test_unreachable_endpoint_names_the_endpoint() -> None:
-    from tests.support.fake_gcs import free_port
-
-    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    opener = GcsOpener(endpoint=endpoint, retries=0, connect_timeout=5)
-    url = "gs://bkt/shard.tar"
-    with pytest.raises(ShardOpenError) as info:
-        opener.open(url)
+    with refused_port() as port:
+        endpoint = f"http://127.0.0.1:{port}"  # nothing listens there
+        opener = GcsOpener(endpoint=endpoint, retries=0, connect_timeout=5)
+        url = "gs://bkt/shard.tar"
+        with pytest.raises(ShardOpenError) as info:
+            opener.open(url)
     assert endpoint in str(info.value)
     assert info.value.url == url
 

@@ -46,6 +46,7 @@ def _dali_safe_targen(arch: targen.Archive) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_identical_to_wds2idx_on_ustar_and_gnu_sample_shards(tmp_path: Path) -> None:
     failures = []
     for arch in samplegen.archives(range(700), dali_safe=True):
@@ -56,6 +57,7 @@ def test_identical_to_wds2idx_on_ustar_and_gnu_sample_shards(tmp_path: Path) -> 
     assert not failures, f"{len(failures)} differ, e.g. {failures[:3]}"
 
 
+@pytest.mark.slow
 def test_identical_to_wds2idx_on_qualifying_targen_archives(tmp_path: Path) -> None:
     checked, failures = 0, []
     for seed in range(3000):
@@ -108,6 +110,7 @@ def test_pax_shards_wds2idx_adds_the_next_members_extended_header(tmp_path: Path
     assert shards == 150
 
 
+@pytest.mark.slow
 def test_offsets_and_sizes_are_tarfiles_on_every_kind_of_archive() -> None:
     failures = []
     for seed in range(2000):

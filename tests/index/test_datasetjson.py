@@ -155,3 +155,17 @@ def test_written_relative_and_updated_in_place(tmp_path: Path) -> None:
     ]
     assert again.name == "n"
     assert not [p for p in os.listdir(tmp_path) if "tmp" in p]  # committed atomically
+
+
+def test_a_relative_local_path_is_written_relative_to_the_json(tmp_path: Path, monkeypatch) -> None:
+    """A shard path relative to the working folder, outside the JSON's folder, is written as
+    the JSON's reader reads it (relative to the JSON); a name that would read as a URL
+    (``pipe:...``) is written absolute."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "meta").mkdir()
+    base = "meta/index.json"
+    for url in ("x[1].tar", "w?.tar", "pipe:cat z.tar", "meta/pipe:y.tar"):
+        rel = relative_url(base, url)
+        assert os.path.abspath(resolve_url(base, rel)) == os.path.abspath(url), (url, rel)
+    assert relative_url(base, "x.tar") == os.path.join("..", "x.tar")
+    assert relative_url(base, "meta/pipe:y.tar") == str(tmp_path / "meta" / "pipe:y.tar")

@@ -45,7 +45,7 @@ def test_is_a_map_style_torch_dataset(dataset: wds.IndexedWebDataset) -> None:
     assert isinstance(dataset, Dataset) and not isinstance(dataset, IterableDataset)
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_dataloader_workers(dataset: wds.IndexedWebDataset, context: str) -> None:
     indexcheck.assert_dataloader(dataset, context)
 

@@ -106,23 +106,3 @@ def slow_upper(sample: dict[str, Any]) -> dict[str, Any]:
     """``upper`` after a pause (so tasks are still running when a test kills workers)."""
     time.sleep(float(os.environ.get("WDS_TEST_SLOW", "0.04")))
     return upper(sample)
-
-
-def descendants(pid: int) -> list[int]:
-    """PIDs of every process below ``pid`` (read from /proc: Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found

@@ -12,7 +12,7 @@ from tests.jobs.helpers import multiset, read_samples, write_inputs
 from tests.s3.conftest import make_config
 from wds_cloud.errors import ConfigError
 from wds_cloud.jobs import convert, map_shards, reshard
-from wds_cloud.jobs.reshard import input_shards
+from wds_cloud.listing import resolve_shards
 from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.gcs.opener import GcsOpener
 from wds_cloud.openers.registry import OpenerRegistry
@@ -26,7 +26,7 @@ def test_reshard_local_to_gs_and_map_back(fake_gcs: Any, tmp_path):
     registry = OpenerRegistry()
     registry.register("gs", GcsOpener(endpoint=fake_gcs.endpoint, backoff=0.01), override=True)
     fake_gcs.client().create_bucket("jobs-out")
-    inputs = input_shards(write_inputs(tmp_path / "in", 3, 8), None)
+    inputs = resolve_shards(write_inputs(tmp_path / "in", 3, 8))
     out = "gs://jobs-out/r/r-%03d.tar"
     summary = reshard(inputs, out, maxcount=5, shuffle=True, seed=4, registry=registry)
     assert summary.shards == [out % i for i in range(5)]
@@ -45,7 +45,7 @@ def test_map_and_reshard_on_ais(ais_emulator: Any, tmp_path):
         "ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0), override=True
     )
     ais_emulator.store.create_bucket("jobs", exist_ok=True)
-    local = input_shards(write_inputs(tmp_path / "in", 2, 9), None)
+    local = resolve_shards(write_inputs(tmp_path / "in", 2, 9))
     for url in local:
         name = url.rsplit("/", 1)[1]
         ais_emulator.store.put_object("jobs", f"in/{name}", open(url, "rb").read())
@@ -96,7 +96,7 @@ def test_shuffled_reshard_from_ais_to_ais_runs_as_one_dsort_job(ais_emulator: An
         "ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0), override=True
     )
     ais_emulator.store.create_bucket("ds", exist_ok=True)
-    local = input_shards(write_inputs(tmp_path / "in", 3, 8), None)
+    local = resolve_shards(write_inputs(tmp_path / "in", 3, 8))
     for url in local:
         ais_emulator.store.put_object("ds", f"in/{url.rsplit('/', 1)[1]}", open(url, "rb").read())
     before = multiset(read_samples(local))

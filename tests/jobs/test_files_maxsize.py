@@ -115,6 +115,7 @@ def _upload_s3(raw_client: Any, bucket: str, root: Path, prefix: str) -> None:
 
 
 @pytest.mark.s3
+@pytest.mark.slow
 def test_s3_prefix_is_cut_by_maxsize_as_the_local_tree(s3_endpoint, raw_client, bucket, tmp_path):
     from wds_cloud.openers.s3.opener import S3Opener
 

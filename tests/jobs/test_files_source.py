@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.http_server import HttpFileServer
+from tests.support.ownership import NewThreads
 from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.jobs.sources import FILES_IN_FLIGHT, SAMPLES_AHEAD, FilesSource
 from wds_cloud.openers.registry import OpenerRegistry
@@ -60,7 +61,7 @@ def test_samples_in_order_with_their_bytes(
 
 
 def test_remote_files_are_read_several_at_once_a_bounded_way_ahead(
-    tmp_path: Path, server: HttpFileServer
+    tmp_path: Path, server: HttpFileServer, new_threads: NewThreads
 ) -> None:
     source, expected = _tree(tmp_path, 200, seed=9, url=_over_http(server))
     lock = threading.Lock()
@@ -84,16 +85,16 @@ def test_remote_files_are_read_several_at_once_a_bounded_way_ahead(
     files = [len(d) for _, d in expected]
     assert files[0] <= state["asked"] <= sum(files[: SAMPLES_AHEAD + 1]), state
     assert 2 <= state["most"] <= FILES_IN_FLIGHT, state  # several requests at once, never more
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("wds-files")]
+    assert not new_threads("wds-files")
 
 
-def test_local_files_are_read_without_threads(tmp_path: Path) -> None:
+def test_local_files_are_read_without_threads(tmp_path: Path, new_threads: NewThreads) -> None:
     source, expected = _tree(tmp_path, 30, seed=2)
-    threads = threading.active_count()
-    seen = []
+    seen, threads = 0, []
     for _sample in source.read(OpenerRegistry()):
-        seen.append(threading.active_count())
-    assert len(seen) == len(expected) and set(seen) == {threads}
+        seen += 1
+        threads += new_threads(("wds-", "ThreadPoolExecutor-"))  # the names the package's carry
+    assert seen == len(expected) and threads == []
 
 
 @pytest.mark.parametrize("where", ["local", "http"])

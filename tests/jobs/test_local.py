@@ -18,14 +18,14 @@ from wds_cloud.errors import ConfigError
 from wds_cloud.index.build import build_index
 from wds_cloud.index.format import idx_url
 from wds_cloud.jobs import LocalEngine, convert, index_job, map_shards, reshard, verify_job
-from wds_cloud.jobs.reshard import input_shards
 from wds_cloud.jobs.sources import ShardSource
 from wds_cloud.jobs.task import Ops, Task, run_task
+from wds_cloud.listing import resolve_shards
 
 
 @pytest.fixture
 def inputs(tmp_path: Path) -> list[str]:
-    return input_shards(write_inputs(tmp_path / "in", 5, 13), None)
+    return resolve_shards(write_inputs(tmp_path / "in", 5, 13))
 
 
 def test_reshard_keeps_order_and_cuts_by_count(inputs, tmp_path):
@@ -197,7 +197,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]
 def test_cli_resumes_after_the_driver_is_killed(inputs, tmp_path):
     """SIGKILL the whole `wds-cloud job map` run once a few shards are committed; the same
     command then skips them and the result equals an uninterrupted run, byte for byte."""
-    many = input_shards(write_inputs(tmp_path / "many", 12, 5), None)
+    many = resolve_shards(write_inputs(tmp_path / "many", 12, 5))
     out = tmp_path / "out"
     args = ["map", *many, "-o", str(out), "--fn", "tests.jobs.helpers:slow_upper", "--json"]
     proc = _cli(*args, env={"WDS_TEST_SLOW": "0.05"})
@@ -260,7 +260,7 @@ def test_cli_takes_a_directory_prefix_and_prints_the_skipped_reasons_as_lines(tm
     proc = _cli("reshard", f"{tmp_path / 'in'}/*.tar", brace, "-o", str(both), "--maxcount", "40")
     assert proc.wait(timeout=120) == 0
     assert [s["__key__"] for s in read_samples(sorted(map(str, both.glob("*.tar"))))] == [
-        s["__key__"] for s in read_samples(input_shards(f"{tmp_path / 'in'}/", None))
+        s["__key__"] for s in read_samples(resolve_shards(f"{tmp_path / 'in'}/"))
     ] + [f"s1/k{i:05d}" for i in range(10)]
     proc = _cli("map", f"{out}/", "--fn", "tests.jobs.helpers:broken", "-o", str(tmp_path / "m"))
     stdout, stderr = proc.communicate(timeout=120)

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.jobs import helpers
-from tests.jobs.helpers import descendants, digests, listing, multiset, read_samples, write_inputs
+from tests.jobs.helpers import digests, listing, multiset, read_samples, write_inputs
+from tests.support.ownership import descendants
 from wds_cloud.index.build import build_index
 from wds_cloud.index.format import idx_url
 from wds_cloud.jobs import RayEngine, convert, index_job, map_shards, reshard, verify_job
-from wds_cloud.jobs.reshard import input_shards
+from wds_cloud.listing import resolve_shards
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ def _running_task_workers() -> list[int]:
 
 
 def test_ray_writes_the_bytes_the_local_engine_writes(ray_session, tmp_path):
-    inputs = input_shards(write_inputs(tmp_path / "in", 6, 11), None)
+    inputs = resolve_shards(write_inputs(tmp_path / "in", 6, 11))
     for engine in ("local", "ray"):
         reshard(
             inputs,
@@ -85,7 +86,7 @@ def test_killed_workers_leave_every_sample_exactly_once(ray_session, tmp_path):
     """SIGKILL Ray workers while they run tasks, several times; Ray reruns the tasks and the
     output is the input (mapped) sample for sample, byte for byte the local engine's output,
     with no partial shard and no temporary file left."""
-    inputs = input_shards(write_inputs(tmp_path / "in", 8, 10), None)
+    inputs = resolve_shards(write_inputs(tmp_path / "in", 8, 10))
     out = tmp_path / "ray"
     kills: list[int] = []
     stop = threading.Event()
@@ -136,7 +137,7 @@ def test_killed_workers_leave_every_sample_exactly_once(ray_session, tmp_path):
 
 
 def test_map_index_verify_on_ray(ray_session, tmp_path):
-    inputs = input_shards(write_inputs(tmp_path / "in", 4, 9), None)
+    inputs = resolve_shards(write_inputs(tmp_path / "in", 4, 9))
     summary = map_shards(inputs, str(tmp_path / "m" / "m-%02d.tar"), helpers.broken, engine="ray")
     kept = [helpers.upper(s) for s in read_samples(inputs) if s["cls"] not in (b"3", b"5")]
     assert read_samples(summary.shards) == kept
@@ -152,7 +153,7 @@ def test_map_index_verify_on_ray(ray_session, tmp_path):
 def test_ray_data_read_and_write(ray_session, tmp_path):
     from wds_cloud.ray import read_dataset, write_dataset
 
-    inputs = input_shards(write_inputs(tmp_path / "in", 3, 7), None)
+    inputs = resolve_shards(write_inputs(tmp_path / "in", 3, 7))
     ds = read_dataset(inputs)
     rows = ds.take_all()
     assert len(rows) == 21 and {r["__url__"] for r in rows} == set(inputs)
@@ -168,7 +169,7 @@ def test_cli_on_an_existing_cluster_by_address(ray_session, tmp_path):
     import subprocess
     import sys
 
-    inputs = input_shards(write_inputs(tmp_path / "in", 3, 6), None)
+    inputs = resolve_shards(write_inputs(tmp_path / "in", 3, 6))
     address = ray_session.get_runtime_context().gcs_address
     proc = subprocess.run(
         [

@@ -12,7 +12,7 @@ from tests.jobs import helpers
 from tests.jobs.helpers import multiset, read_samples, write_inputs
 from tests.s3.conftest import make_config
 from wds_cloud.jobs import convert, reshard
-from wds_cloud.jobs.reshard import input_shards
+from wds_cloud.listing import resolve_shards
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3.opener import S3Opener
 
@@ -56,7 +56,7 @@ def test_convert_directory_to_s3_on_ray(ray_session, s3_endpoint, raw_client, bu
 
 def test_reshard_s3_to_s3_resumes_and_clears_leftovers(s3_endpoint, raw_client, bucket, tmp_path):
     registry = _registry(s3_endpoint)
-    for url in input_shards(write_inputs(tmp_path / "in", 3, 10), None):
+    for url in resolve_shards(write_inputs(tmp_path / "in", 3, 10)):
         name = url.rsplit("/", 1)[1]
         raw_client.put_object(Bucket=bucket, Key=f"in/{name}", Body=open(url, "rb").read())
     inputs = f"s3://{bucket}/in/"
@@ -67,7 +67,7 @@ def test_reshard_s3_to_s3_resumes_and_clears_leftovers(s3_endpoint, raw_client, 
     uploads = raw_client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
     assert stale not in {u["UploadId"] for u in uploads}
     assert multiset(read_samples(first.shards, registry)) == multiset(
-        read_samples(input_shards(str(tmp_path / "in" / "in-{000..002}.tar"), None))
+        read_samples(resolve_shards(str(tmp_path / "in" / "in-{000..002}.tar")))
     )
     before = _objects(raw_client, bucket)
     again = reshard(inputs, out, maxcount=8, shuffle=True, seed=2, registry=registry)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from tests.openers.conftest import make_shard
 from tests.support.http_server import HttpFileServer
+from tests.support.ownership import refused_port
 from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError, ShardReadError
 from wds_cloud.openers.http.opener import HttpConfig, HttpOpener
@@ -133,12 +133,11 @@ def test_transient_status_is_retried(http_server: HttpFileServer) -> None:
 
 
 def test_connection_refused() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/x.tar"
-    with pytest.raises(ShardOpenError, match=r"giving up after 1 retries .*cannot connect") as info:
-        _opener(retries=1).open(url)
+    with (
+        refused_port() as port,
+        pytest.raises(ShardOpenError, match=r"giving up after 1 retries .*cannot connect") as info,
+    ):
+        _opener(retries=1).open(f"http://127.0.0.1:{port}/x.tar")
     assert isinstance(info.value.__cause__, ConnectionRefusedError)
 
 

@@ -70,7 +70,7 @@ def test_one_request_per_sample_on_kept_alive_connections(
     assert proxy.connections - start == 1  # one kept-alive connection served every read
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_dataloader_workers(served: Any, context: str) -> None:
     server = served[0]
     ds = wds.IndexedWebDataset(server.url("index.json"), registry=_registry())

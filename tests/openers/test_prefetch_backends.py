@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.http_server import HttpFileServer
+from tests.support.ownership import NewThreads
 from wds_cloud.errors import ShardReadError
 from wds_cloud.openers.streams.prefetch import PrefetchReader
 
@@ -136,8 +137,9 @@ def tiny_reads(stream: Any, rng: random.Random) -> bytes:
         out += piece
 
 
-def prefetch_threads(name: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(f"wds-{name}-prefetch")]
+def prefetch_threads(new_threads: NewThreads, name: str) -> list[threading.Thread]:
+    """This test's prefetch threads of backend ``name`` still alive."""
+    return new_threads(f"wds-{name}-prefetch")
 
 
 @pytest.mark.parametrize("parts", [1, 2, 4, 8])
@@ -184,15 +186,15 @@ def test_replaced_mid_read_raises_naming_the_url(backend: Backend) -> None:
     assert "changed" in str(info.value)
 
 
-def test_close_mid_read_leaves_no_thread(backend: Backend) -> None:
+def test_close_mid_read_leaves_no_thread(backend: Backend, new_threads: NewThreads) -> None:
     data = payload(3, 20 * PART)
     url = backend.put("closed.bin", data)
     stream = backend.opener(prefetch=4, prefetch_chunk=PART).open(url)
     assert isinstance(stream, PrefetchReader)
     assert stream.read(PART + 3) == data[: PART + 3]
-    assert prefetch_threads(backend.name)
+    assert prefetch_threads(new_threads, backend.name)
     stream.close()
-    assert not prefetch_threads(backend.name)
+    assert not prefetch_threads(new_threads, backend.name)
     assert stream.buffered == 0
     with pytest.raises(ValueError):
         stream.read(1)

@@ -23,6 +23,7 @@ import pytest
 from tests.openers.conftest import make_shard
 from tests.s3 import conftest as s3_fixtures
 from tests.support.http_server import HttpFileServer
+from tests.support.ownership import NewThreads
 from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, ShardError, ShardReadError
 from wds_cloud.openers.http.opener import HttpOpener
@@ -71,17 +72,16 @@ def _drain(stream: Any, rng: random.Random) -> bytes:
         out += data
 
 
-def _threads() -> list[threading.Thread]:
-    return [
-        t for t in threading.enumerate() if t.name.startswith(("wds-readahead", "wds-open-next"))
-    ]
+def _threads(new_threads: NewThreads) -> list[threading.Thread]:
+    """This test's read-ahead threads still alive."""
+    return new_threads(("wds-readahead", "wds-open-next"))
 
 
-def _no_threads_left() -> None:
+def _no_threads_left(new_threads: NewThreads) -> None:
     deadline = time.monotonic() + 10
-    while _threads() and time.monotonic() < deadline:
+    while _threads(new_threads) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert _threads() == []
+    assert _threads(new_threads) == []
 
 
 @pytest.fixture
@@ -105,11 +105,13 @@ def test_setting_resolution() -> None:
     for bad in ("lots", "-1", "1.5M", "M"):
         with pytest.raises(ConfigError, match="WDS_CLOUD_READAHEAD"):
             readahead_bytes(None, {"WDS_CLOUD_READAHEAD": bad})
-    with pytest.raises(ConfigError, match="argument"):
+    with pytest.raises(ConfigError, match=r"OpenerRegistry\.readahead=-5 must be at least 0"):
         readahead_bytes(-5)
 
 
-def test_registry_setting_travels_and_switches_off(www: tuple[HttpFileServer, Path]) -> None:
+def test_registry_setting_travels_and_switches_off(
+    www: tuple[HttpFileServer, Path], new_threads: NewThreads
+) -> None:
     server, root = www
     (root / "a.bin").write_bytes(b"x" * 5000)
     registry = OpenerRegistry(readahead="64K")
@@ -123,7 +125,7 @@ def test_registry_setting_travels_and_switches_off(www: tuple[HttpFileServer, Pa
     local = root / "a.bin"
     with registry.open(str(local)) as stream:
         assert not isinstance(stream, ReadAhead)  # local files are mapped, not read ahead
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
 # -- differential: same bytes as the object -----------------------------------------------------
@@ -132,7 +134,9 @@ def test_registry_setting_travels_and_switches_off(www: tuple[HttpFileServer, Pa
 @pytest.mark.parametrize(
     "limit,piece", [(1, 1), (4096, 1000), (100_000, 65_536), (16 << 20, 1 << 20)]
 )
-def test_http_bytes_equal(www: tuple[HttpFileServer, Path], limit: int, piece: int) -> None:
+def test_http_bytes_equal(
+    www: tuple[HttpFileServer, Path], limit: int, piece: int, new_threads: NewThreads
+) -> None:
     server, root = www
     objects = _objects(limit)
     if limit == 1:
@@ -147,10 +151,12 @@ def test_http_bytes_equal(www: tuple[HttpFileServer, Path], limit: int, piece: i
             ahead = _drain(stream, rng)
         assert plain == data
         assert ahead == data, (i, len(data), len(ahead))
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
-def test_s3_bytes_equal(s3_endpoint: str, raw_client: Any, bucket: str) -> None:
+def test_s3_bytes_equal(
+    s3_endpoint: str, raw_client: Any, bucket: str, new_threads: NewThreads
+) -> None:
     registry = OpenerRegistry(readahead=0)
     registry.register("s3", "wds_cloud.openers.s3.opener:S3Opener", override=True)
     from wds_cloud.openers.s3.opener import S3Opener
@@ -165,10 +171,12 @@ def test_s3_bytes_equal(s3_endpoint: str, raw_client: Any, bucket: str) -> None:
             for limit, piece in ((4096, 999), (1 << 20, 1 << 20)):
                 with ReadAhead(opener.open(url), url=url, limit=limit, piece=piece) as stream:
                     assert _drain(stream, rng) == data, (prefetch, i, limit)
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
-def test_shard_samples_equal_with_and_without(www: tuple[HttpFileServer, Path]) -> None:
+def test_shard_samples_equal_with_and_without(
+    www: tuple[HttpFileServer, Path], new_threads: NewThreads
+) -> None:
     """tarfile_samples over several shards: next shard opened early, same samples in order."""
     server, root = www
     urls = []
@@ -185,10 +193,12 @@ def test_shard_samples_equal_with_and_without(www: tuple[HttpFileServer, Path]) 
     assert len(expected) == 6 * 30
     assert samples(4096) == expected
     assert samples(16 << 20) == expected
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
-def test_next_shard_is_opened_while_the_first_is_read(www: tuple[HttpFileServer, Path]) -> None:
+def test_next_shard_is_opened_while_the_first_is_read(
+    www: tuple[HttpFileServer, Path], new_threads: NewThreads
+) -> None:
     server, root = www
     seen: list[str] = []
     server.before_response = lambda n, path: seen.append(path)
@@ -204,10 +214,10 @@ def test_next_shard_is_opened_while_the_first_is_read(www: tuple[HttpFileServer,
     assert any(p.endswith("shard-1.tar") for p in seen), seen  # requested before shard 0 ended
     assert not any(p.endswith("shard-2.tar") for p in seen)  # one shard ahead, not more
     it.close()  # stops both streams: the one read and the one opened early
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
-def test_open_ahead_order_errors_and_close() -> None:
+def test_open_ahead_order_errors_and_close(new_threads: NewThreads) -> None:
     opened: list[int] = []
     closed: list[int] = []
 
@@ -242,14 +252,16 @@ def test_open_ahead_order_errors_and_close() -> None:
     assert get() == 0
     gen.close()  # item 1 was opened early and never taken: closed
     assert closed == [1]
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
 # -- errors keep their place in the stream -------------------------------------------------------
 
 
 @pytest.mark.parametrize("cut", [1, 100_000])
-def test_http_cut_raises_at_its_offset(www: tuple[HttpFileServer, Path], cut: int) -> None:
+def test_http_cut_raises_at_its_offset(
+    www: tuple[HttpFileServer, Path], cut: int, new_threads: NewThreads
+) -> None:
     server, root = www
     data = random.Random(cut).randbytes(1_000_000)
     (root / "cut.bin").write_bytes(data)
@@ -275,7 +287,7 @@ def test_http_cut_raises_at_its_offset(www: tuple[HttpFileServer, Path], cut: in
     with pytest.raises(ShardReadError):
         stream.read(1)  # still failing, never a silent end
     stream.close()
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
 class _Breaks(io.RawIOBase):
@@ -300,7 +312,7 @@ class _Breaks(io.RawIOBase):
 
 
 @pytest.mark.parametrize("size", [0, 5, 3000])
-def test_plain_error_becomes_shard_read_error(size: int) -> None:
+def test_plain_error_becomes_shard_read_error(size: int, new_threads: NewThreads) -> None:
     source = _Breaks(bytes(range(256)) * 12)
     source.good = source.good[:size]
     expected = source.good
@@ -316,14 +328,18 @@ def test_plain_error_becomes_shard_read_error(size: int) -> None:
     assert "connection reset" in str(info.value)
     stream.close()
     assert source.closed_by_reader
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
 # -- closing early ends the thread ----------------------------------------------------------------
 
 
 def test_close_early_ends_thread(
-    www: tuple[HttpFileServer, Path], s3_endpoint: str, raw_client: Any, bucket: str
+    www: tuple[HttpFileServer, Path],
+    s3_endpoint: str,
+    raw_client: Any,
+    bucket: str,
+    new_threads: NewThreads,
 ) -> None:
     server, root = www
     data = random.Random(1).randbytes(3_000_000)
@@ -335,15 +351,15 @@ def test_close_early_ends_thread(
         for consumed in (0, 1, 200_000):
             stream = registry.open(url)
             assert stream.read(consumed) == data[:consumed]
-            assert _threads()  # reading ahead
+            assert _threads(new_threads)  # reading ahead
             stream.close()
             assert stream.source.closed  # type: ignore[attr-defined]
-            _no_threads_left()
+            _no_threads_left(new_threads)
     # Dropped without close(): garbage collection closes it.
     stream = registry.open(server.url("big.bin"))
     stream.read(10)
     del stream
-    _no_threads_left()
+    _no_threads_left(new_threads)
 
 
 class _S3Factory:
@@ -363,7 +379,7 @@ class _S3Factory:
 
 @pytest.mark.parametrize("cut", [2000, 200_000])
 def test_s3_cut_raises_at_its_offset(
-    seaweed: Any, raw_client: Any, bucket: str, faulty_proxy: Any, cut: int
+    seaweed: Any, raw_client: Any, bucket: str, faulty_proxy: Any, cut: int, new_threads: NewThreads
 ) -> None:
     """Every connection to SeaweedFS is reset after ``cut`` response bytes (headers
     included) and no retry is allowed: the bytes before the cut arrive, then the error, with
@@ -385,4 +401,4 @@ def test_s3_cut_raises_at_its_offset(
     assert info.value.url == url
     assert info.value.offset == len(out)
     stream.close()
-    _no_threads_left()
+    _no_threads_left(new_threads)

@@ -147,6 +147,7 @@ openers: list[Opener] = [S3Opener(), GcsOpener(), HttpOpener(), AisOpener(), Loc
 """
 
 
+@pytest.mark.slow
 def test_mypy_sees_every_open_as_a_read_stream(tmp_path: Path) -> None:
     # The last line must fail: IO[bytes] has no readinto, and a misspelt method is caught.
     bad = "def bad(s: IO[bytes]) -> None:\n    use(s)\n\nuse(open_url('x')).raed\n"

@@ -17,6 +17,8 @@ import pytest
 import torch
 
 import wds_cloud as wds
+from tests.support import ownership
+from tests.support.ownership import Detached
 from tests.support.tarbuild import tar_bytes
 from wds_cloud.core.collate import torch_collate
 from wds_cloud.pytorch.builder import make_loader
@@ -151,22 +153,20 @@ def _memfd_fds() -> int:
     return n
 
 
-def _dev_shm() -> set[str]:
-    """Shared memory segments in ``/dev/shm``, leaving out multiprocessing's semaphores
-    (``sem.mp-*``: spawn contexts make named ones, unlinked by its resource tracker when they
-    are collected, which may come a moment after the loader is gone)."""
-    names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
-    return {n for n in names if not n.startswith("sem.")}
-
-
 @pytest.fixture
 def no_leak() -> Any:
-    """Nothing new in /dev/shm, no memfd mapping or descriptor left once batches are gone."""
+    """No /dev/shm segment made by this test's processes (this one and its DataLoader workers)
+    left, no memfd mapping or descriptor left, once batches are gone. Segments other programs
+    make meanwhile are not this test's (``tests/support/ownership.py``)."""
     gc.collect()
-    before, maps, fds = _dev_shm(), _memfd_mappings(), _memfd_fds()
-    yield
+    before, maps, fds = ownership.shm_segments(), _memfd_mappings(), _memfd_fds()
+    with ownership.ProcessTree() as tree:
+        yield
     gc.collect()
-    left = _dev_shm() - before
+    # multiprocessing's semaphores (``sem.mp-*``, held by this process) are left out: spawn
+    # contexts make named ones, unlinked by its resource tracker when they are collected,
+    # which may come a moment after the loader is gone
+    left = {n for n in ownership.shm_left(before, tree) if not n.startswith("sem.")}
     assert left == set(), f"left in /dev/shm: {sorted(left)}"
     assert _memfd_mappings() <= maps
     assert _memfd_fds() <= fds
@@ -202,6 +202,16 @@ def test_kept_batches_keep_their_values(kind_shards: dict[int, list[str]], no_le
     for batch in kept:
         _assert_same(batch, want[_first_key(batch)])
     del kept, batch
+
+
+def test_a_segment_another_program_makes_meanwhile_is_not_this_test_s(
+    kind_shards: dict[int, list[str]], unrelated_process: Detached, no_leak: None
+) -> None:
+    """A user's DataLoader beside the suite makes ``torch_<its pid>_*`` segments while this
+    test's loader runs: ``no_leak`` (which checks while the segment is still there) passes."""
+    loader = wds.WebLoader(_dataset(kind_shards[0], "tuple"), batch_size=None, num_workers=2)
+    made = [unrelated_process.make_segment() for i, _ in enumerate(loader) if i == 1]
+    assert made and made[0] in ownership.shm_segments()
 
 
 def test_writes_stay_in_their_batch(kind_shards: dict[int, list[str]], no_leak: None) -> None:
@@ -240,6 +250,7 @@ def test_rows_views_of_make_loader_batches(
     del got, batch
 
 
+@pytest.mark.slow
 def test_spawn_and_persistent_workers_across_epochs(
     kind_shards: dict[int, list[str]], no_leak: None
 ) -> None:

@@ -64,9 +64,12 @@ def test_opener_reads_environment_at_construction(monkeypatch: pytest.MonkeyPatc
         ({"WDS_CLOUD_S3_PREFETCH": "many"}, "WDS_CLOUD_S3_PREFETCH"),
         ({"WDS_CLOUD_S3_REQUESTER_PAYS": "maybe"}, "REQUESTER_PAYS"),
         ({"WDS_CLOUD_S3_MULTIPART_CHUNKSIZE": "1000"}, "at least 5 MiB"),
-        ({"WDS_CLOUD_S3_ADDRESSING_STYLE": "sideways"}, "addressing_style"),
-        ({"WDS_CLOUD_S3_PREFETCH": "-1"}, "prefetch"),
-        ({"WDS_CLOUD_S3_STALL_TIMEOUT": "0"}, "stall_timeout"),
+        (
+            {"WDS_CLOUD_S3_ADDRESSING_STYLE": "sideways"},
+            "ADDRESSING_STYLE='sideways' is not one of",
+        ),
+        ({"WDS_CLOUD_S3_PREFETCH": "-1"}, "WDS_CLOUD_S3_PREFETCH='-1' must be at least 0"),
+        ({"WDS_CLOUD_S3_STALL_TIMEOUT": "0"}, "WDS_CLOUD_S3_STALL_TIMEOUT='0' must be > 0"),
         ({"WDS_CLOUD_S3_STALL_TIMEOUT": "later"}, "WDS_CLOUD_S3_STALL_TIMEOUT"),
     ],
 )

@@ -73,7 +73,7 @@ def test_a_dropped_ranged_read_resumes(
     assert proxy.cuts == 2
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_dataloader_workers(dataset: wds.IndexedWebDataset, context: str) -> None:
     indexcheck.assert_dataloader(dataset, context)
 

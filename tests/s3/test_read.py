@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 
 from tests.contract.opener_contract import OpenerCase, OpenerContract
 from tests.s3.conftest import make_config
-from tests.support.seaweed import free_ports
+from tests.support.ownership import NewThreads, refused_port
 from wds_cloud.core.samples import tar_samples
 from wds_cloud.errors import (
     ConfigError,
@@ -108,11 +107,11 @@ def test_wrong_credentials(
 
 
 def test_unreachable_endpoint_names_it() -> None:
-    (port,) = free_ports(1)
-    endpoint = f"http://127.0.0.1:{port}"
-    dead = S3Opener(make_config(endpoint, max_attempts=1, connect_timeout=2))
-    with pytest.raises(ShardOpenError, match=f"cannot reach S3 endpoint {endpoint}") as info:
-        dead.open("s3://bucket/key.tar")
+    with refused_port() as port:
+        endpoint = f"http://127.0.0.1:{port}"
+        dead = S3Opener(make_config(endpoint, max_attempts=1, connect_timeout=2))
+        with pytest.raises(ShardOpenError, match=f"cannot reach S3 endpoint {endpoint}") as info:
+            dead.open("s3://bucket/key.tar")
     assert info.value.url == "s3://bucket/key.tar"
 
 
@@ -191,15 +190,15 @@ def test_prefetch_through_cut_connections(
 
 
 def test_prefetch_close_early_leaves_no_threads(
-    opener: S3Opener, raw_client: Any, bucket: str
+    opener: S3Opener, raw_client: Any, bucket: str, new_threads: NewThreads
 ) -> None:
     data = os.urandom(4 << 20)
     raw_client.put_object(Bucket=bucket, Key="p.bin", Body=data)
     stream = opener.open(f"s3://{bucket}/p.bin", prefetch=4, prefetch_chunk=1 << 18)
     assert stream.read(5000) == data[:5000]
-    assert any(t.name.startswith("wds-s3-prefetch") for t in threading.enumerate())
+    assert new_threads("wds-s3-prefetch")
     stream.close()
-    assert not any(t.name.startswith("wds-s3-prefetch") for t in threading.enumerate())
+    assert not new_threads("wds-s3-prefetch")
 
 
 def test_prefetch_samples_match_streaming(s3_endpoint: str, put_shards: Any) -> None:

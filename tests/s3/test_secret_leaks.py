@@ -280,6 +280,7 @@ CASES = {  # backend: (scenario, error classes it triggers; http has no uploads)
 
 
 @pytest.mark.parametrize("backend", sorted(CASES))
+@pytest.mark.slow
 def test_no_secret_is_shown(
     backend: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
 ) -> None:

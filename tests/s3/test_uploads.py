@@ -60,6 +60,7 @@ def _open_uploads(raw_client: Any, bucket: str) -> list[str]:
     return [u["Key"] for u in raw_client.list_multipart_uploads(Bucket=bucket).get("Uploads", ())]
 
 
+@pytest.mark.slow
 def test_killed_shard_writer_upload_is_listed_and_aborted(
     s3_endpoint: str, raw_client: Any, bucket: str
 ) -> None:

@@ -27,6 +27,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+#: launches tried when a port chosen free is taken before the server binds it
+PORT_TRIES = 3
+#: what ``weed mini`` logs when a port is taken: its own check first, the bind itself after it
+_PORT_TAKEN = ("is not available on 127.0.0.1", "address already in use")
+
 _PORT_NAMES = (
     "master.port",
     "master.port.grpc",
@@ -120,11 +125,29 @@ class SeaweedServer:
     def start(self) -> SeaweedServer:
         """Launch the server and wait until S3 answers HTTP; returns self.
 
+        The ports are chosen free just before the launch; when another process (another
+        pytest-xdist worker's server) takes one in between, the server exits saying so and is
+        launched again on new ports, up to ``PORT_TRIES`` times.
+
         Raises:
             FileNotFoundError: the ``weed`` binary is missing.
             RuntimeError: the server exited or did not answer in time (log tail included).
         """
         binary = weed_binary()
+        for attempt in range(PORT_TRIES):
+            self._launch(binary)
+            try:
+                self._wait_ready()
+                return self
+            except BaseException:
+                taken = any(sign in self._log_tail() for sign in _PORT_TAKEN)
+                self.stop()
+                if not taken or attempt == PORT_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _launch(self, binary: str) -> None:
+        """Start ``weed mini`` on free ports (not waiting for it)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.ports = dict(zip(_PORT_NAMES, free_ports(len(_PORT_NAMES)), strict=True))
         args = [
@@ -172,12 +195,6 @@ class SeaweedServer:
             env=env,
             cwd=self.data_dir,
         )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def _log_tail(self) -> str:
         try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.settings import env_str
+from wds_cloud.settings import env_first
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais.opener import AisConfig
@@ -29,9 +29,11 @@ class JobOptions:
 
     Attributes:
         client: an ``aistore.sdk.Client``; None: the AIStore opener's client for ``config``.
-        endpoint: the AIStore URL (default: ``config``'s, else ``AIS_ENDPOINT``).
+        endpoint: the AIStore URL (default: ``config``'s, else ``WDS_CLOUD_AIS_ENDPOINT`` /
+            ``AIS_ENDPOINT``).
         config: an :class:`~wds_cloud.openers.ais.opener.AisConfig` (token, timeouts,
-            retries); default: one from the environment (``AIS_ENDPOINT``, ``AIS_AUTHN_TOKEN``).
+            retries); default: one from the settings (``WDS_CLOUD_AIS_*`` and the ``AIS_*``
+            variables, see :data:`~wds_cloud.openers.ais.config.AIS_SETTINGS`).
         timeout: seconds to wait for the job before giving up (the job keeps running).
         progress: show a progress bar on stderr while waiting.
         poll_interval: seconds between status requests while waiting.
@@ -48,19 +50,22 @@ class JobOptions:
         """The SDK client: :attr:`client`, else the AIStore opener's (token, timeouts, retries).
 
         Raises:
-            ConfigError: no client, endpoint, config nor ``AIS_ENDPOINT``.
+            ConfigError: no client, endpoint, config nor
+                ``WDS_CLOUD_AIS_ENDPOINT``/``AIS_ENDPOINT``.
         """
         if self.client is not None:
             return self.client
+        from wds_cloud.openers.ais.config import AIS_SETTINGS
         from wds_cloud.openers.ais.opener import AisConfig, AisOpener
 
         config, endpoint = self.config, self.endpoint
         if config is None:
-            if not (endpoint or env_str("AIS_ENDPOINT", None)):
+            if not (endpoint or env_first(AIS_SETTINGS.variables("endpoint"))):
                 raise ConfigError(
-                    "no AIStore endpoint: pass endpoint=, config= or client=, or set AIS_ENDPOINT"
+                    "no AIStore endpoint: pass endpoint=, config= or client=, or set "
+                    "WDS_CLOUD_AIS_ENDPOINT or AIS_ENDPOINT"
                 )
-            config = AisConfig(endpoint=endpoint)
+            config = AisConfig(endpoint=endpoint or None)
         elif endpoint:
             config = dataclasses.replace(config, endpoint=endpoint)
         return AisOpener(config).client()

@@ -1,49 +1,27 @@
-"""Helpers shared by the subcommands: shard listing, progress bars, JSON output."""
+"""Helpers shared by the subcommands: spec arguments, progress bars, JSON output.
+
+Every shard argument is resolved by :func:`wds_cloud.listing.resolve_shards`, each argument a
+spec of its own (``ls`` with ``prefixes=True``)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 
-def shard_urls(specs: Iterable[str], *, prefixes: bool = False) -> list[str]:
-    """Expand shard specs (braces, globs, prefixes, ``::``) into URLs via ``list_shards``.
+def spec_input(values: Sequence[str]) -> str | list[str]:
+    """The input of a command that hands its shards to a library call (``index``, ``job``):
+    one spec argument is passed as it is, so the call resolves it itself (a dataset JSON keeps
+    its counts, an ``ais://`` template can go to dSort as a template); several are each
+    resolved (:func:`~wds_cloud.listing.resolve_shards`) and joined in order, a list the call
+    takes as given."""
+    if len(values) == 1:
+        return values[0]
+    from wds_cloud.listing import resolve_shards
 
-    With ``prefixes`` (``ls``), a plain URL is a name prefix: what is at or under it is
-    listed, and nothing there is an error (``list_shards(..., prefixes=True)``).
-
-    An argument that names an existing file or directory is that local path, taken literally
-    (no brace, ``::`` or glob expansion) and never a command, even when it starts with
-    ``pipe:`` (as a shell-expanded ``*.tar`` may): a file stays a path (made absolute when its
-    name would read as a URL), a directory is listed. Only a ``pipe:`` string that is not an
-    existing file runs a command.
-    """
-    from wds_cloud.listing import list_pattern, list_shards
-
-    urls: list[str] = []
-    for spec in specs:
-        if spec == "-" or not os.path.lexists(spec):
-            urls.extend(list_shards(spec, prefixes=prefixes))
-        elif os.path.isdir(spec):
-            urls.extend(list_pattern(os.path.join(os.path.abspath(spec), "")))
-        else:
-            urls.append(shard_url(spec))
-    return urls
-
-
-def shard_url(spec: str) -> str:
-    """One shard argument as a URL: an existing file is a path (never a command), see
-    :func:`shard_urls`; anything else is the URL as written."""
-    from wds_cloud.openers.local import is_file_url
-    from wds_cloud.openers.registry import url_scheme
-
-    if spec == "-" or not os.path.lexists(spec) or os.path.isdir(spec):
-        return spec
-    plain = url_scheme(spec) == "file" and not is_file_url(spec)
-    return spec if plain else os.path.abspath(spec)
+    return resolve_shards(values)
 
 
 def progress(items: Iterable[Any], *, total: int | None, desc: str, enabled: bool) -> Iterator[Any]:

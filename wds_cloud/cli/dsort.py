@@ -24,7 +24,8 @@ import yaml
 from wds_cloud.cli.common import emit_json
 from wds_cloud.cli.text import shown
 from wds_cloud.errors import ConfigError, DsortSpecError
-from wds_cloud.settings import env_str
+from wds_cloud.openers.ais.config import AIS_SETTINGS
+from wds_cloud.settings import env_first
 
 __all__ = ["read_spec", "register"]
 
@@ -54,11 +55,15 @@ def read_spec(source: str) -> dict[str, Any]:
 
 
 def _endpoint(args: argparse.Namespace) -> str:
-    """``--endpoint``, else ``AIS_ENDPOINT``; never a guess."""
-    endpoint = args.endpoint or env_str("AIS_ENDPOINT", None)
-    if not endpoint:
-        raise ConfigError("no AIStore endpoint: pass --endpoint URL or set AIS_ENDPOINT")
-    return str(endpoint)
+    """``--endpoint``, else ``WDS_CLOUD_AIS_ENDPOINT`` or ``AIS_ENDPOINT``; never a guess."""
+    if args.endpoint:
+        return str(args.endpoint)
+    found = env_first(AIS_SETTINGS.variables("endpoint"))
+    if found is None:
+        raise ConfigError(
+            "no AIStore endpoint: pass --endpoint URL or set AIS_ENDPOINT (or WDS_CLOUD_AIS_ENDPOINT)"
+        )
+    return found[1]
 
 
 def _print_warnings(command: str, caught: list[warnings.WarningMessage]) -> None:

@@ -6,17 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from wds_cloud.cli.common import emit_json, shard_urls
+from wds_cloud.cli.common import emit_json, spec_input
 from wds_cloud.cli.text import redact_data, shown
-
-
-def _specs(args: argparse.Namespace) -> Any:
-    """A single dataset JSON stays a JSON (its shards, its counts); the rest is expanded."""
-    from wds_cloud.index.datasetjson import is_dataset_json
-
-    if len(args.spec) == 1 and is_dataset_json(args.spec[0]):
-        return args.spec[0]
-    return shard_urls(args.spec)
 
 
 def _bar(args: argparse.Namespace) -> bool:
@@ -26,7 +17,7 @@ def _bar(args: argparse.Namespace) -> bool:
 def cmd_check(args: argparse.Namespace) -> int:
     from wds_cloud.index.check import check_index
 
-    checks = check_index(_specs(args), workers=args.workers, progress=_bar(args))
+    checks = check_index(spec_input(args.spec), workers=args.workers, progress=_bar(args))
     bad = [c for c in checks if not c.ok]
     if args.json:
         emit_json(
@@ -61,7 +52,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     json_target: str | bool | None = False if args.no_json else args.output
     build = build_index(
-        _specs(args),
+        spec_input(args.spec),
         json=json_target,
         workers=args.workers,
         progress=_bar(args),

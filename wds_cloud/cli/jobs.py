@@ -25,7 +25,7 @@ import argparse
 import importlib
 from typing import Any
 
-from wds_cloud.cli.common import emit_json
+from wds_cloud.cli.common import emit_json, spec_input
 from wds_cloud.cli.text import redact_data, shown
 from wds_cloud.errors import ConfigError
 
@@ -79,17 +79,6 @@ def _writing(args: argparse.Namespace) -> dict[str, Any]:
     return {**_common(args), "manifest": manifest}
 
 
-def _specs(values: list[str]) -> Any:
-    """The input of a job from its ``spec`` arguments, each a shard spec of its own (a prefix,
-    glob, brace pattern or dataset JSON), as ``ls`` takes them: one is passed as it is; several
-    are each resolved and joined in order (a Python list of URLs is taken literally)."""
-    if len(values) == 1:
-        return values[0]
-    from wds_cloud.index.build import shard_list
-
-    return [url for value in values for url in shard_list(value)]
-
-
 def _report(args: argparse.Namespace, summary: Any) -> None:
     if args.json:
         emit_json(redact_data(summary.to_json()))
@@ -97,12 +86,25 @@ def _report(args: argparse.Namespace, summary: Any) -> None:
         print("\n".join(shown(line) for line in summary.text().splitlines()))
 
 
+def _convert_source(args: argparse.Namespace) -> Any:
+    """One argument as it is (``convert`` tells its kind); several Parquet names as a list;
+    several others are shard specs, each resolved (as ``reshard``/``map`` take them)."""
+    from wds_cloud.jobs.convert import is_parquet_name
+
+    if len(args.source) == 1:
+        return args.source[0]
+    if args.source_kind == "parquet" or (
+        args.source_kind == "auto" and all(is_parquet_name(s) for s in args.source)
+    ):
+        return list(args.source)
+    return spec_input(args.source)
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from wds_cloud.jobs.convert import convert
 
-    source: Any = args.source[0] if len(args.source) == 1 else list(args.source)
     summary = convert(
-        source,
+        _convert_source(args),
         output_pattern(args.output, args.pattern),
         maxcount=args.maxcount,
         maxsize=args.maxsize,
@@ -123,7 +125,7 @@ def cmd_reshard(args: argparse.Namespace) -> int:
     if args.nshards is None and args.maxcount is None and args.maxsize is None:
         raise ConfigError("give --maxcount, --maxsize or --nshards")
     summary = reshard(
-        _specs(args.spec),
+        spec_input(args.spec),
         output_pattern(args.output, args.pattern),
         maxcount=args.maxcount,
         maxsize=args.maxsize,
@@ -143,7 +145,7 @@ def cmd_map(args: argparse.Namespace) -> int:
     from wds_cloud.jobs.mapjob import map_shards
 
     summary = map_shards(
-        _specs(args.spec),
+        spec_input(args.spec),
         output_pattern(args.output, args.pattern),
         load_function(args.fn, "--fn"),
         select=load_function(args.select, "--select"),
@@ -157,7 +159,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from wds_cloud.jobs.indexjob import index_job
 
     summary = index_job(
-        _specs(args.spec),
+        spec_input(args.spec),
         json=False if args.no_json else args.output,
         name=args.name,
         **_common(args),
@@ -174,7 +176,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from wds_cloud.jobs.indexjob import verify_job
 
-    summary = verify_job(_specs(args.spec), **_common(args))
+    summary = verify_job(spec_input(args.spec), **_common(args))
     _report(args, summary)
     corrupt = summary.extra["corrupt"]
     if not args.json:

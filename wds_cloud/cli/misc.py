@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from wds_cloud.cli.common import emit_json, shard_urls
+from wds_cloud.cli.common import emit_json
 from wds_cloud.cli.text import redact_data, shown
 from wds_cloud.errors import ConfigError
 
@@ -71,6 +71,7 @@ def cmd_dsort_spec(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from wds_cloud.listing import resolve_shards
     from wds_cloud.tools.bench import bench_urls
 
     fields = args.fields.split() if args.fields else None
@@ -81,7 +82,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         def step(batch: Any) -> None:
             time.sleep(seconds)
 
-    urls = shard_urls(args.spec)
+    urls = resolve_shards(args.spec)
     workers = args.workers
     if not args.resampled and workers > len(urls):
         # every DataLoader worker reads whole shards: more workers than shards cannot start

@@ -8,9 +8,10 @@ import sys
 from collections import Counter
 from typing import Any
 
-from wds_cloud.cli.common import emit_json, percentile, progress, shard_url, shard_urls
+from wds_cloud.cli.common import emit_json, percentile, progress
 from wds_cloud.cli.text import printable, redact_data, shown
-from wds_cloud.errors import ShardNotFoundError
+from wds_cloud.errors import ConfigError, ShardNotFoundError
+from wds_cloud.listing import resolve_shards
 from wds_cloud.tools.inspect import sample_sizes, verify_shard
 
 
@@ -19,7 +20,7 @@ def _bar_enabled(args: argparse.Namespace) -> bool:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    urls = shard_urls(args.spec, prefixes=True)
+    urls = resolve_shards(args.spec, prefixes=True)
     if not args.samples:
         if args.json:
             emit_json(redact_data({"shards": urls}))
@@ -47,7 +48,10 @@ def cmd_cat(args: argparse.Namespace) -> int:
     from wds_cloud.openers.registry import open_url
 
     want_key, want_ext = base_plus_ext(args.member)
-    url = shard_url(args.url)
+    urls = resolve_shards(args.url)
+    if len(urls) != 1:
+        raise ConfigError(f"cat reads one shard; {args.url!r} names {len(urls)}")
+    url = urls[0]
     stream = open_url(url)
     try:
         for name, data in iter_tar(stream, url=url):
@@ -65,7 +69,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    urls = shard_urls(args.spec)
+    urls = resolve_shards(args.spec)
     ext_counts: Counter[str] = Counter()
     sizes: list[int] = []
     for url in progress(urls, total=len(urls), desc="stats", enabled=_bar_enabled(args)):
@@ -103,7 +107,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    urls = shard_urls(args.spec)
+    urls = resolve_shards(args.spec)
     reports = [
         verify_shard(url)
         for url in progress(urls, total=len(urls), desc="verify", enabled=_bar_enabled(args))
@@ -129,7 +133,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from wds_cloud.tools.preview import contact_sheet
 
     sheet = contact_sheet(
-        shard_urls(args.spec),
+        resolve_shards(args.spec),
         args.output,
         count=args.count,
         columns=args.columns,

@@ -11,9 +11,11 @@ from typing import Any
 from wds_cloud.core.collate import default_collation_fn
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.core.stagekind import stage_kind
 from wds_cloud.errors import SampleError
 
 
+@stage_kind("batch", lazy=True)
 def _batched(
     data: Iterable[Any],
     batchsize: int = 20,
@@ -68,6 +70,7 @@ def _batched(
 batched = pipelinefilter(_batched)
 
 
+@stage_kind("batch", lazy=True)
 def _listed(data: Iterable[Any], batchsize: int = 20, partial: bool = True) -> Iterator[Any]:
     """Group samples into plain lists of ``batchsize``.
 
@@ -79,6 +82,7 @@ def _listed(data: Iterable[Any], batchsize: int = 20, partial: bool = True) -> I
 listed = pipelinefilter(_listed)
 
 
+@stage_kind("unbatch")
 def _unlisted(data: Iterable[Any]) -> Iterator[Any]:
     """Flatten lists of samples back into samples.
 
@@ -94,6 +98,7 @@ def _unlisted(data: Iterable[Any]) -> Iterator[Any]:
 unlisted = pipelinefilter(_unlisted)
 
 
+@stage_kind("unbatch")
 def _unbatched(data: Iterable[Any]) -> Iterator[Any]:
     """Split collated batches back into samples (webdataset ``unbatched``).
 

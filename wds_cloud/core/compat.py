@@ -29,6 +29,7 @@ from wds_cloud.core.shards import (
     split_by_worker,
 )
 from wds_cloud.errors import ConfigError
+from wds_cloud.listing import resolve_spec
 from wds_cloud.openers.cache.shardcache import env_cache_dir
 from wds_cloud.settings import env_first, parse_int
 
@@ -107,17 +108,18 @@ class WebDataset(DataPipeline, FluidInterface):
     ) -> None:
         super().__init__()
         from wds_cloud.core.shardopen import tarfile_to_samples
-        from wds_cloud.index.datasetjson import dataset_spec
 
-        if (dataset := dataset_spec(urls, registry)) is not None:  # a wids dataset index
-            urls = dataset.urls
-            self.index_samples = dataset.nsamples
-            self.with_length(dataset.nsamples, silent=True)
         if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml"))):
             raise ConfigError(
                 f"WebDataset({urls!r}): YAML dataset specifications are not supported; "
                 "pass shard URLs, a brace pattern, a glob, a prefix or a dataset index JSON"
             )
+        if isinstance(urls, str):  # a list is taken as given (ResampledShards cuts an endless one)
+            resolved = resolve_spec(urls, registry=registry)
+            urls = resolved.urls  # resolved once: the shard list takes this list as given
+            if resolved.index is not None:  # a wids dataset index: its exact length
+                self.index_samples = resolved.index.nsamples
+                self.with_length(resolved.index.nsamples, silent=True)
         if split_by not in ("shard", "sample"):
             raise ConfigError(f"split_by must be 'shard' or 'sample', got {split_by!r}")
         resampled = resampled or mode == "resampled"

@@ -48,6 +48,7 @@ from wds_cloud.core.loads import (
     torch_loads,
     unpickle_loads,
 )
+from wds_cloud.core.stagekind import stage_kind
 from wds_cloud.errors import ConfigError
 
 __all__ = [
@@ -256,6 +257,7 @@ def _as_handler(x: Any) -> Any:
     return x
 
 
+@stage_kind("stream")
 def _decode(
     data: Iterable[dict[str, Any]], decoder: Decoder, handler: Handler = reraise_exception
 ) -> Iterator[dict[str, Any]]:

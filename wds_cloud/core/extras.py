@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from wds_cloud.core.curry import pipelinefilter
+from wds_cloud.core.stagekind import stage_kind
 from wds_cloud.errors import ConfigError
 
 
+@stage_kind("stream")
 def _info(
     data: Iterable[Any],
     fmt: str | None = None,
@@ -34,6 +36,7 @@ def _info(
         yield sample
 
 
+@stage_kind("stream")
 def _associate(
     data: Iterable[Any], associator: Callable[[str], dict[str, Any]] | dict[str, dict[str, Any]]
 ) -> Iterator[Any]:
@@ -47,6 +50,7 @@ def _associate(
         yield sample
 
 
+@stage_kind("stream")
 def _log_keys(data: Iterable[Any], logfile: str | None = None) -> Iterator[Any]:
     """Append ``index, __worker__, __rank__, __key__`` lines to ``logfile`` (locked)."""
     if not logfile:
@@ -69,6 +73,7 @@ def _log_keys(data: Iterable[Any], logfile: str | None = None) -> Iterator[Any]:
             yield sample
 
 
+@stage_kind("passthrough")
 def non_empty(src: Iterable[Any]) -> Iterator[Any]:
     """Pass items through; raise if there were none.
 
@@ -101,6 +106,7 @@ class ShardTally:
             yield shard
 
 
+@stage_kind("passthrough")
 def check_empty(src: Iterable[Any], tally: ShardTally | None = None) -> Iterator[Any]:
     """Pass samples through; raise a clear error if this reader produced none.
 

@@ -68,10 +68,17 @@ def random_samples(
     With ``longest=False`` stop when a chosen source is exhausted; otherwise drop it and
     renormalise.
     """
-    return _mixed(list(sources), _weights(probs, len(sources)), longest, rng or random.Random())
+    return mixed_samples(
+        list(sources), mix_weights(probs, len(sources)), longest, rng or random.Random()
+    )
 
 
-def _weights(probs: Sequence[float] | None, n: int) -> list[float]:
+def mix_weights(probs: Sequence[float] | None, n: int) -> list[float]:
+    """The weights of ``n`` datasets (``probs``, or all 1.0).
+
+    Raises:
+        ConfigError: not ``n`` of them, a negative one, or no positive sum.
+    """
     weights = [1.0] * n if probs is None else [float(p) for p in probs]
     if len(weights) != n:
         raise ConfigError(f"RandomMix: {len(weights)} probabilities for {n} datasets")
@@ -80,7 +87,7 @@ def _weights(probs: Sequence[float] | None, n: int) -> list[float]:
     return weights
 
 
-def _mixed(
+def mixed_samples(
     sources: list[Iterator[Any]],
     weights: list[float],
     longest: bool,
@@ -182,8 +189,8 @@ class RandomMix:
         self._resume_track = track
         gone = set(track["exhausted"])
         live = [i for i in range(len(self.datasets)) if i not in gone]
-        weights = _weights(self.probs, len(self.datasets))
-        return _mixed(
+        weights = mix_weights(self.probs, len(self.datasets))
+        return mixed_samples(
             [iter(self.datasets[i]) for i in live],
             [weights[i] for i in live],
             self.longest,

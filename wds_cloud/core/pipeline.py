@@ -97,8 +97,9 @@ class DataPipeline(PipelineBase):
 
             if self.__dict__.get("_resume_emit"):
                 return loop.emit(self)  # inside a DataLoader under a resumable WebLoader
-            if loop.enabled(self):
-                return loop.iterate(self)
+            tracked = loop.iterate(self)  # None when this pipeline is not tracked
+            if tracked is not None:
+                return tracked
         n = self.epoch_size()
         if n == 0 and self.nsamples > 0:
             return iter(())

@@ -38,9 +38,13 @@ def invoke_stage(f: Any, *src: Any) -> Iterator[Any]:
 class PipelineBase:
     """The base class of :class:`~wds_cloud.core.pipeline.DataPipeline`, and of nothing else:
     ``isinstance(x, PipelineBase)`` tells a ``DataPipeline`` in the modules it imports. It
-    holds no behaviour; it names what they read (``DataPipeline`` documents each)."""
+    holds no behaviour; it names what they read and call (``DataPipeline`` documents each)."""
 
     pipeline: list[Any]
     repetitions: int
     nsamples: int
     per_rank: bool
+
+    def epoch_size(self) -> int:
+        """Items an iterator yields per epoch (see ``DataPipeline.epoch_size``)."""
+        raise NotImplementedError

@@ -59,7 +59,7 @@ def split_member(name: str) -> tuple[str, str] | None:
 
     Shard indexes group members with this, so an index has exactly the reader's samples.
     """
-    if name[:2] == "__" and _is_meta(name):
+    if name[:2] == "__" and is_meta(name):
         return None
     key, ext = base_plus_ext(name)
     if key is None or ext is None:
@@ -67,7 +67,9 @@ def split_member(name: str) -> tuple[str, str] | None:
     return key, ext
 
 
-def _is_meta(name: str) -> bool:
+def is_meta(name: str) -> bool:
+    """Whether member ``name`` is a ``__name__`` entry (or under a ``__name__/`` folder), not a
+    sample field."""
     if "/" not in name and name.startswith("__") and name.endswith("__"):
         return True
     return name.startswith("__") and _META.match(name) is not None
@@ -115,7 +117,7 @@ def tar_samples(
         stream,
         url=url,
         concatenated=concatenated,
-        skip=_skipper(select_files, rename_files),
+        skip=member_skipper(select_files, rename_files),
         on_warning=on_warning,
         zero_copy=zero_copy,
     )
@@ -134,7 +136,7 @@ def tar_samples(
     return False
 
 
-def _skipper(
+def member_skipper(
     select_files: Callable[[str], bool] | None, rename_files: Callable[[str], str] | None
 ) -> Callable[[str], bool] | None:
     """What the tar reader may skip without reading: members ``select_files`` refuses, when
@@ -184,7 +186,7 @@ def group_members(
                     yield current, cur_start, base + offset
                 break
             # runs per member: inline, not a helper shared with shardopen.tar_file_expander
-            if name[:2] == "__" and _is_meta(name):
+            if name[:2] == "__" and is_meta(name):
                 continue
             if rename_files is not None:
                 name = rename_files(name)

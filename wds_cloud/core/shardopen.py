@@ -18,7 +18,7 @@ from typing import Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.samples import Sample, _is_meta, tar_samples
+from wds_cloud.core.samples import Sample, is_meta, tar_samples
 from wds_cloud.core.tar import iter_tar
 from wds_cloud.errors import SampleError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 UrlOpener = Callable[..., Iterator[Sample]]
 
 
-def _local_path(url: str) -> str | None:
+def local_path_of(url: str) -> str | None:
+    """The local file path of ``url`` (a ``file:`` URL or plain path), else None."""
     if url_scheme(url) != "file" or url == "-":
         return None
     from wds_cloud.openers.local import url_to_path
@@ -84,7 +85,7 @@ class ShardOpener:
         if cache is not None and url_scheme(url) != "file":
             return cache.open(url, **self.open_options), cache.local_path(url)
         registry = self.registry or default_registry()
-        return registry.open(url, **self.open_options), _local_path(url)
+        return registry.open(url, **self.open_options), local_path_of(url)
 
     def opens_early(self, url: str) -> bool:
         """Whether a shard reader may open ``url`` while the shard before it is being read
@@ -141,7 +142,7 @@ def tarfile_samples(
         # each item with the url_opener the program assigned (looked up once per shard, when
         # the shard is taken from src) and whether to open it while the one before is read
         for item in src:
-            override = _url_opener_override()
+            override = url_opener_override()
             yield item, override, override is None and _opens_early(shard_opener, item)
 
     for (item, override, _), opened_stream in open_ahead(
@@ -194,7 +195,7 @@ def _opens_early(opener: ShardOpener, item: Any) -> bool:
 _logged_override = False
 
 
-def _url_opener_override() -> UrlOpener | None:
+def url_opener_override() -> UrlOpener | None:
     """A ``url_opener`` the user assigned in place of ours, as webdataset code does.
 
     webdataset looks ``tariterators.url_opener`` up each time a shard is opened, so code written
@@ -268,7 +269,7 @@ def tar_file_expander(
         stream = source["stream"]
         try:
             for name, payload in iter_tar(stream, url=url):
-                if name[:2] == "__" and _is_meta(name):
+                if name[:2] == "__" and is_meta(name):
                     continue
                 if rename_files is not None:
                     name = rename_files(name)

@@ -28,9 +28,9 @@ from typing import Any
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.shuffle import buffer_shuffle, stable_seed
 from wds_cloud.errors import ConfigError
+from wds_cloud.listing import resolve_shards
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import env_int
-from wds_cloud.urls import expand_urls
 
 
 def _env_pair(a: str, b: str) -> tuple[int, int] | None:
@@ -83,27 +83,16 @@ def worker_seed(group: Any = None) -> int:
     return rank * 1000 + worker
 
 
-_default_worker_seed = worker_seed  # ResampledShards' argument of the same name hides it
-
-
-def _expand(urls: str | Iterable[str], registry: Any = None) -> list[str]:
-    from wds_cloud.index.datasetjson import dataset_spec  # a dataset JSON names its shards
-
-    if (dataset := dataset_spec(urls, registry)) is not None:
-        return dataset.urls
-    if isinstance(urls, str) and (urls.endswith("/") or any(c in urls for c in "*?[")):
-        from wds_cloud.listing import list_shards
-
-        return list(list_shards(urls, registry=registry))
-    return expand_urls(urls)
+default_worker_seed = worker_seed  # ResampledShards' argument of the same name hides it
 
 
 class SimpleShardList:
     """The shard URLs, in order, as ``{"url": ...}`` dicts.
 
     Args:
-        urls: a brace/``::`` pattern, a glob or prefix ending in ``/`` (listed through
-            ``wds_cloud.listing``), or a list of URLs.
+        urls: a shard spec (a brace/``::`` pattern, a glob or prefix ending in ``/``, a
+            dataset JSON, an existing local file or folder) or a list of URLs, taken as given;
+            see :func:`wds_cloud.listing.resolve_shards` (``literal_paths=True``).
         seed: if given, every pass yields the list shuffled with this seed (``True``: time).
         registry: opener registry used to list globs and prefixes (default registry if None).
     """
@@ -111,9 +100,7 @@ class SimpleShardList:
     def __init__(
         self, urls: str | Iterable[str], seed: int | bool | None = None, registry: Any = None
     ) -> None:
-        self.urls = _expand(urls, registry)
-        if not self.urls:
-            raise ConfigError(f"no shards in {urls!r}")
+        self.urls = resolve_shards(urls, registry=registry, literal_paths=True)
         self.seed = int(time.time()) if seed is True else seed
 
     def __len__(self) -> int:
@@ -130,7 +117,7 @@ class SimpleShardList:
         return f"SimpleShardList({len(self.urls)} shards, first={redact_url(self.urls[0])!r})"
 
 
-def _draw_seed(*parts: Any) -> int:
+def draw_seed(*parts: Any) -> int:
     """webdataset's ``make_seed`` for ints (and floats), whose ``hash`` is fixed; blake2b else."""
     if all(isinstance(p, int | float) for p in parts):
         seed = 0
@@ -178,12 +165,15 @@ class ResampledShards:
     ) -> None:
         if not isinstance(urls, str):  # an endless iterable is fine: it is cut at max_urls
             urls = list(itertools.islice(urls, max_urls))
-        self.urls = _expand(urls, registry)[:max_urls] if urls else []
+        if urls:
+            self.urls = resolve_shards(urls, registry=registry, literal_paths=True)[:max_urls]
+        else:
+            self.urls = []
         if empty_check and not self.urls:
             raise ConfigError(f"no shards in {urls!r} (ResampledShards)")
         self.nshards = nshards
         self.seed = seed
-        self.worker_seed: Callable[[], int] = worker_seed or _default_worker_seed
+        self.worker_seed: Callable[[], int] = worker_seed or default_worker_seed
         self.deterministic = deterministic
         self.epoch = -1
 
@@ -196,7 +186,7 @@ class ResampledShards:
         parts: list[Any] = [self.worker_seed(), self.epoch, self.seed]
         if not self.deterministic:
             parts += [os.getpid(), time.time_ns(), int.from_bytes(os.urandom(8), "little")]
-        rng = random.Random(_draw_seed(*parts))
+        rng = random.Random(draw_seed(*parts))
         urls = self.urls
         n = len(urls)
         if n == 0:

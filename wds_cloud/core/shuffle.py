@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from wds_cloud.core.curry import pipelinefilter
+from wds_cloud.core.stagekind import stage_kind
 
 
 def stable_seed(*parts: int | str) -> int:
@@ -87,6 +88,7 @@ def buffer_shuffle(
     yield from buf
 
 
+@stage_kind("identity")
 def _shuffle(
     data: Iterable[Any],
     bufsize: int = 1000,
@@ -114,6 +116,7 @@ def _shuffle(
 shuffle = pipelinefilter(_shuffle)
 
 
+@stage_kind("identity")
 class detshuffle:
     """Deterministic buffer shuffle whose seed changes every epoch (webdataset ``detshuffle``).
 

@@ -32,6 +32,7 @@ from wds_cloud.core.extras import (
     repeatedly,
 )
 from wds_cloud.core.handlers import Handler, handled, reraise_exception
+from wds_cloud.core.stagekind import stage_kind
 from wds_cloud.errors import ConfigError, SampleError, SampleKeyError
 
 __all__ = [
@@ -94,6 +95,7 @@ def getfirst(
     return default
 
 
+@stage_kind("stream", lazy=True)
 def _map(
     data: Iterable[Any], f: Callable[[Any], Any], handler: Handler = reraise_exception
 ) -> Iterator[Any]:
@@ -111,6 +113,7 @@ def _map(
     yield from handled(data, apply, handler, drop_none=True)
 
 
+@stage_kind("stream", lazy=True)
 def _map_dict(
     data: Iterable[Any], handler: Handler = reraise_exception, **kw: Callable[[Any], Any]
 ) -> Iterator[Any]:
@@ -145,6 +148,7 @@ def _identity(x: Any) -> Any:
     return x
 
 
+@stage_kind("stream", lazy=True)
 def _map_tuple(
     data: Iterable[Any], *fs: Callable[[Any], Any] | None, handler: Handler = reraise_exception
 ) -> Iterator[Any]:
@@ -165,6 +169,7 @@ def _map_tuple(
     yield from handled(data, apply, handler)
 
 
+@stage_kind("stream", lazy=True)
 def _to_tuple(
     data: Iterable[Any],
     *args: str,
@@ -232,6 +237,7 @@ def _to_tuple(
     yield from handled(data, convert, handler)
 
 
+@stage_kind("stream", lazy=True)
 def _select(data: Iterable[Any], predicate: Callable[[Any], Any]) -> Iterator[Any]:
     """Keep the samples for which ``predicate(sample)`` is truthy."""
     for sample in data:
@@ -239,6 +245,7 @@ def _select(data: Iterable[Any], predicate: Callable[[Any], Any]) -> Iterator[An
             yield sample
 
 
+@stage_kind("stream", lazy=True)
 def _rename(
     data: Iterable[Any], handler: Handler = reraise_exception, keep: bool = True, **kw: Any
 ) -> Iterator[Any]:
@@ -270,6 +277,7 @@ def _compile_patterns(patterns: str | Iterable[str]) -> re.Pattern[str]:
     return re.compile("|".join(fnmatch.translate(p) for p in alts))
 
 
+@stage_kind("stream", lazy=True)
 def _rename_keys(
     data: Iterable[Any],
     *args: tuple[str, str],
@@ -333,6 +341,7 @@ def _rename_keys(
     yield from handled(data, convert, handler)
 
 
+@stage_kind("stream", lazy=True)
 def _extract_keys(
     data: Iterable[Any],
     *patterns: str,
@@ -380,11 +389,13 @@ def _extract_keys(
     yield from handled(data, extract, handler)
 
 
+@stage_kind("stream")
 def _slice(data: Iterable[Any], *args: int | None) -> Iterator[Any]:
     """``itertools.islice(data, *args)``."""
     return itertools.islice(data, *args)
 
 
+@stage_kind("stream")
 def _rsample(
     data: Iterable[Any], p: float = 0.5, seed: Any = None, rng: random.Random | None = None
 ) -> Iterator[Any]:

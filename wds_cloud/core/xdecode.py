@@ -15,6 +15,7 @@ from fnmatch import fnmatch
 from typing import IO, Any
 
 from wds_cloud.core.curry import pipelinefilter
+from wds_cloud.core.stagekind import stage_kind
 from wds_cloud.errors import SampleError
 
 __all__ = [
@@ -71,6 +72,7 @@ def find_decoder(
     return None
 
 
+@stage_kind("stream")
 def _xdecode(
     data: Iterable[dict[str, Any]],
     *args: tuple[str, StreamDecoder | bool],

@@ -22,16 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wds_cloud.core.tar import iter_tar_entries
-from wds_cloud.errors import ConfigError, SampleError, ShardError, WdsCloudError
+from wds_cloud.errors import SampleError, ShardError, WdsCloudError
 from wds_cloud.index.datasetjson import (
     DatasetIndex,
     ShardInfo,
     default_json_url,
-    is_dataset_json,
-    load_dataset_json,
     save_dataset_json,
 )
 from wds_cloud.index.format import IdxSample, ShardIndex, format_index, group_entries, idx_url
+from wds_cloud.listing import resolve_spec
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
 
@@ -161,15 +160,6 @@ class IndexBuild:
         raise WdsCloudError(message) from first
 
 
-def shard_list(urls: str | Iterable[str], registry: OpenerRegistry | None = None) -> list[str]:
-    """The shard URLs of a spec: a dataset JSON, a brace pattern, a glob, a prefix or a list."""
-    if isinstance(urls, str) and is_dataset_json(urls):
-        return load_dataset_json(urls, registry=registry).urls
-    from wds_cloud.core.shards import SimpleShardList
-
-    return list(SimpleShardList(urls, registry=registry).urls)
-
-
 def _progress(total: int, enabled: bool) -> Any:
     if not enabled:
         return None
@@ -226,8 +216,9 @@ def build_index(
     """Index existing shards on any backend: ``<shard>.idx`` beside each, and a dataset JSON.
 
     Args:
-        urls: shard URLs: a list, a brace pattern, a glob or prefix, or a dataset JSON (its
-            shards are indexed and the JSON is rewritten with fresh counts).
+        urls: a shard spec (a brace pattern, a glob or prefix, a dataset JSON: its shards
+            are indexed and the JSON is rewritten with fresh counts) or a list of URLs, taken
+            as given (:func:`wds_cloud.listing.resolve_shards`, ``literal_paths=True``).
         json: where to write the dataset JSON: a URL; None (default): the JSON given as
             ``urls``, else ``index.json`` in the first shard's directory (an existing one is
             updated: other shards' entries stay); False: no JSON.
@@ -249,11 +240,10 @@ def build_index(
         UploadError: writing an index or the JSON failed.
     """
     registry = registry or default_registry()
-    given_json = urls if isinstance(urls, str) and is_dataset_json(urls) else None
-    existing = load_dataset_json(given_json, registry=registry) if given_json else None
-    shard_urls = existing.urls if existing is not None else shard_list(urls, registry)
-    if not shard_urls:
-        raise ConfigError(f"no shards to index in {urls!r}")
+    resolved = resolve_spec(urls, registry=registry, literal_paths=True)
+    existing = resolved.index  # a dataset JSON given as urls: re-indexed and rewritten
+    given_json = existing.url if existing is not None else None
+    shard_urls = resolved.urls
     started = time.monotonic()
 
     def work(url: str) -> ShardScan:
@@ -330,5 +320,4 @@ __all__ = [
     "load_shard_index",
     "run_parallel",
     "scan_shard",
-    "shard_list",
 ]

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from wds_cloud.errors import ShardError
-from wds_cloud.index.build import DEFAULT_WORKERS, run_parallel, scan_shard, shard_list
-from wds_cloud.index.datasetjson import is_dataset_json, load_dataset_json
+from wds_cloud.index.build import DEFAULT_WORKERS, run_parallel, scan_shard
 from wds_cloud.index.format import idx_url
+from wds_cloud.listing import resolve_spec
 from wds_cloud.openers.registry import OpenerRegistry, default_registry
 
 
@@ -64,13 +64,9 @@ def check_index(
         One :class:`IndexCheck` per shard, in order.
     """
     registry = registry or default_registry()
-    dataset = (
-        load_dataset_json(urls, registry=registry)
-        if isinstance(urls, str) and is_dataset_json(urls)
-        else None
-    )
-    shard_urls = dataset.urls if dataset is not None else shard_list(urls, registry)
-    counts = {s.url: s.nsamples for s in dataset.shards} if dataset is not None else {}
+    resolved = resolve_spec(urls, registry=registry, literal_paths=True)
+    shard_urls = resolved.urls
+    counts = {s.url: s.nsamples for s in resolved.index.shards} if resolved.index else {}
 
     def work(url: str) -> IndexCheck:
         try:

@@ -14,8 +14,9 @@ and ``datasets`` entries (inline ``shardlist``, or ``source_url`` naming another
 appended to the list as ``wids`` does. The query string of the JSON's URL is not carried over
 to its shards (as in wids).
 
-:func:`dataset_spec` is what ``WebDataset`` and the shard lists call: a string ending in
-``.json`` is loaded and stands for its shards.
+A shard spec naming a ``.json`` stands for its shards wherever specs are taken: the one
+shard-spec resolver, :func:`wds_cloud.listing.resolve_shards`, reads it with
+:func:`load_dataset_json`.
 """
 
 from __future__ import annotations
@@ -173,21 +174,23 @@ def resolve_url(base: str, ref: str) -> str:
 
 
 def relative_url(base: str, url: str) -> str:
-    """``url`` relative to the directory of ``base`` when it lies below it, else ``url``."""
+    """``url`` relative to the directory of ``base`` when it lies below it, else ``url``; a
+    relative local path is made relative to that directory (it is read against it)."""
     bprefix, bpath, _ = _split(base)
     uprefix, upath, uquery = _split(url)
     if bprefix and not uprefix:  # a local path in a remote JSON: only a file: URL says so
         from wds_cloud.openers.local import path_to_url
 
         return path_to_url(upath)
-    if bprefix != uprefix or uquery or "?" in upath:
-        return url
-    if not bprefix:  # both local paths
+    if not bprefix and not uprefix:  # both local paths (a "?" is part of a file name)
         directory = os.path.dirname(os.path.abspath(bpath))
         target = os.path.abspath(upath)
-        if not target.startswith(directory.rstrip(os.sep) + os.sep):
+        if os.path.isabs(upath) and not target.startswith(directory.rstrip(os.sep) + os.sep):
             return url
-        return os.path.relpath(target, directory)
+        rel = os.path.relpath(target, directory)  # relative to the JSON's folder, as it is read
+        return target if _is_absolute(rel) else rel  # "pipe:x.tar" would read as a command
+    if bprefix != uprefix or uquery or "?" in upath:
+        return url
     directory = posixpath.dirname(bpath).rstrip("/") + "/"
     rest = upath[len(directory) :]
     if not upath.startswith(directory) or not rest:
@@ -209,14 +212,6 @@ def default_json_url(shard_urls: list[str]) -> str:
 
 
 # -- reading and writing ---------------------------------------------------------------------
-
-
-def is_dataset_json(spec: Any) -> bool:
-    """True for a single URL or path naming a JSON file (``....json``, query aside)."""
-    if not isinstance(spec, str) or "::" in spec or "{" in spec:
-        return False
-    path = spec.partition("?")[0] if "://" in spec else spec
-    return path.lower().endswith(".json")
 
 
 def _shardlist(value: Any, base: str, where: str) -> list[ShardInfo]:
@@ -339,21 +334,12 @@ def save_dataset_json(
     return index
 
 
-def dataset_spec(urls: Any, registry: Any = None) -> DatasetIndex | None:
-    """The dataset index ``urls`` names when it is a ``.json`` URL, else None."""
-    if not is_dataset_json(urls):
-        return None
-    return load_dataset_json(urls, registry=registry)
-
-
 __all__ = [
     "DEFAULT_NAME",
     "KIND",
     "DatasetIndex",
     "ShardInfo",
-    "dataset_spec",
     "default_json_url",
-    "is_dataset_json",
     "load_dataset_json",
     "parse_dataset_json",
     "relative_url",

@@ -29,9 +29,9 @@ from typing import Any
 
 from wds_cloud.core.tarheader import BLOCK, is_member_header
 from wds_cloud.errors import ConfigError, SampleError, ShardNotFoundError, ShardReadError
-from wds_cloud.index.build import load_shard_index, scan_shard, shard_list
-from wds_cloud.index.datasetjson import is_dataset_json, load_dataset_json
+from wds_cloud.index.build import load_shard_index, scan_shard
 from wds_cloud.index.format import IdxSample, ShardIndex, idx_url
+from wds_cloud.listing import resolve_spec
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
 
@@ -75,8 +75,9 @@ class IndexedWebDataset:
     """Map-style dataset over indexed shards: ``ds[i]`` reads sample ``i`` only.
 
     Args:
-        source: a dataset JSON (``"s3://b/train/index.json"``), or shard URLs (a list, a brace
-            pattern, a glob or prefix) each with its ``.idx`` beside it.
+        source: a dataset JSON (``"s3://b/train/index.json"``), or shards (a brace pattern,
+            a glob or prefix, or a list of URLs taken as given: see
+            :func:`wds_cloud.listing.resolve_shards`) each with its ``.idx`` beside it.
         transform: applied to every sample dict before it is returned.
         registry: opener registry (the default one when None).
         build_missing: when a shard has no ``.idx``: False (default) raises naming the command
@@ -117,15 +118,9 @@ class IndexedWebDataset:
         self.max_open = max_open
         self.read_options = read_options
         reg = registry or default_registry()
-        counts: dict[str, int] = {}
-        if isinstance(source, str) and is_dataset_json(source):
-            dataset = load_dataset_json(source, registry=reg)
-            urls = dataset.urls
-            counts = {s.url: s.nsamples for s in dataset.shards}
-        else:
-            urls = shard_list(source, reg)
-        if not urls:
-            raise ConfigError(f"no shards in {source!r}")
+        resolved = resolve_spec(source, registry=reg, literal_paths=True)
+        urls = resolved.urls
+        counts = {s.url: s.nsamples for s in resolved.index.shards} if resolved.index else {}
         for url in urls:
             if url.partition("?")[0].lower().endswith(_COMPRESSED):
                 raise ConfigError(

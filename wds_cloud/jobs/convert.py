@@ -27,11 +27,12 @@ from typing import Any
 from wds_cloud.errors import ConfigError
 from wds_cloud.jobs.engines import Engine, make_engine
 from wds_cloud.jobs.plan import group_samples
-from wds_cloud.jobs.reshard import input_shards, run_spans
+from wds_cloud.jobs.reshard import run_spans
 from wds_cloud.jobs.runner import check_pattern, run_job
 from wds_cloud.jobs.sources import FilesSource, ShardSource
 from wds_cloud.jobs.summary import JobSummary
 from wds_cloud.jobs.task import Ops, Task
+from wds_cloud.listing import resolve_shards
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 
 Sample = dict[str, Any]
@@ -154,7 +155,8 @@ def _data_names(urls: Sequence[str]) -> list[str]:
     return [u for u in urls if not u.rstrip("/").rsplit("/", 1)[-1].startswith((".", "_"))]
 
 
-def _is_parquet_name(url: str) -> bool:
+def is_parquet_name(url: str) -> bool:
+    """A URL naming a Parquet object (``.parquet``, query aside)."""
     return url.split("?", 1)[0].lower().endswith(_PARQUET)
 
 
@@ -165,14 +167,14 @@ def _kind(source: Any, registry: OpenerRegistry) -> tuple[str, Listed | None]:
 
     if not isinstance(source, str):
         names = list(source) if isinstance(source, list | tuple) else []
-        if names and all(isinstance(u, str) and _is_parquet_name(u) for u in names):
+        if names and all(isinstance(u, str) and is_parquet_name(u) for u in names):
             return "parquet", None
         return "shards", None
     if url_scheme(source) == "file":
         if os.path.isdir(source) or (os.path.isfile(source) and source.endswith(_PARQUET)):
             return ("parquet" if is_parquet(source) else "files"), None
         return "shards", None
-    if _is_parquet_name(source):
+    if is_parquet_name(source):
         return "parquet", None  # one object, or a glob of them
     if source.endswith("/"):
         from wds_cloud.listing import list_sizes
@@ -233,7 +235,7 @@ def convert(
     if kind == "shards":
         return run_spans(
             "convert",
-            input_shards(source, registry),
+            resolve_shards(source, registry=registry, literal_paths=True),
             output,
             maxcount=maxcount,
             maxsize=maxsize,

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from wds_cloud.jobs.engines import Engine, make_engine
-from wds_cloud.jobs.reshard import input_shards
 from wds_cloud.jobs.summary import JobSummary, Progress, TaskResult
+from wds_cloud.listing import resolve_shards
 from wds_cloud.openers.registry import OpenerRegistry
 
 
@@ -57,7 +57,7 @@ def _run(
     progress: bool,
 ) -> JobSummary:
     started = time.monotonic()
-    shards = input_shards(urls, registry)
+    shards = resolve_shards(urls, registry=registry, literal_paths=True)
     runner = make_engine(engine, address=address)
     bar = Progress(kind, len(shards), enabled=progress, writes=False)
     results: dict[int, TaskResult] = {}
@@ -96,7 +96,8 @@ def index_job(
     """Write ``<shard>.idx`` beside every shard (one task per shard) and the dataset JSON.
 
     Args:
-        urls: the shards (list, brace pattern, glob, prefix).
+        urls: a shard spec or a list of URLs taken as given
+            (:func:`wds_cloud.listing.resolve_shards`, ``literal_paths=True``).
         json: the dataset JSON's URL (None: ``index.json`` beside the first shard, updated when
             it exists; False: none). Written only when every shard could be read.
         name: dataset name stored in the JSON.

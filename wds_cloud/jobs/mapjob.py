@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from wds_cloud.jobs.engines import Engine, make_engine
-from wds_cloud.jobs.reshard import input_shards
 from wds_cloud.jobs.runner import check_pattern, run_job
 from wds_cloud.jobs.sources import ShardSource
 from wds_cloud.jobs.summary import JobSummary
 from wds_cloud.jobs.task import Ops, Task
+from wds_cloud.listing import resolve_shards
 from wds_cloud.openers.registry import OpenerRegistry
 
 Sample = dict[str, Any]
@@ -39,7 +39,7 @@ def map_shards(
     :func:`~wds_cloud.jobs.reshard.reshard`.
     """
     check_pattern(output)
-    shards = input_shards(urls, registry)
+    shards = resolve_shards(urls, registry=registry, literal_paths=True)
     tasks = [Task(i, ShardSource(url), output % i) for i, url in enumerate(shards)]
     ops = Ops(map=fn, select=select, registry=registry, pattern=output, writer_kw=writer_kw or {})
     return run_job(

@@ -34,16 +34,17 @@ def read_dataset(urls: Any, *, registry: OpenerRegistry | None = None) -> Any:
     """A ``ray.data.Dataset`` of the samples of ``urls`` (one read task per shard).
 
     Args:
-        urls: shards: a list, brace pattern, glob, prefix or dataset JSON, on any backend.
+        urls: a shard spec (brace pattern, glob, prefix, dataset JSON) on any backend, or a
+            list of URLs taken as given (:func:`wds_cloud.listing.resolve_shards`).
         registry: opener registry (endpoints, credentials), pickled into the Ray workers.
 
     Raises:
         MissingDependencyError: Ray is not installed (``pip install 'wds_cloud[ray]'``).
     """
-    from wds_cloud.jobs.reshard import input_shards
+    from wds_cloud.listing import resolve_shards
 
     ray = ensure_ray()
-    shards = input_shards(urls, registry)
+    shards = resolve_shards(urls, registry=registry, literal_paths=True)
     items = [{"url": u} for u in shards]
     return ray.data.from_items(items, override_num_blocks=len(items)).flat_map(_ReadShard(registry))
 

@@ -23,19 +23,10 @@ from wds_cloud.jobs.plan import plan_spans, scan_inputs
 from wds_cloud.jobs.runner import check_pattern, run_job
 from wds_cloud.jobs.summary import JobSummary, TaskResult
 from wds_cloud.jobs.task import Ops
+from wds_cloud.listing import resolve_shards
 from wds_cloud.openers.registry import OpenerRegistry
 
 Sample = dict[str, Any]
-
-
-def input_shards(urls: Any, registry: OpenerRegistry | None) -> list[str]:
-    """The shard URLs of a spec (list, brace pattern, glob, prefix, dataset JSON)."""
-    from wds_cloud.index.build import shard_list
-
-    found = shard_list(urls, registry)
-    if not found:
-        raise ConfigError(f"no input shards in {urls!r}")
-    return found
 
 
 def dsort_hook(
@@ -148,7 +139,8 @@ def reshard(
     """Rewrite a dataset into shards of a new size or count.
 
     Args:
-        urls: input shards (list, brace pattern, glob, prefix, dataset JSON); uncompressed tar.
+        urls: input shards: a spec (brace pattern, glob, prefix, dataset JSON) or a list of
+            URLs taken as given (:func:`wds_cloud.listing.resolve_shards`); uncompressed tar.
         output: output shard names, one integer format: ``"s3://b/out/shard-%06d.tar"``.
         maxcount: samples per output shard at most.
         maxsize: input tar bytes per output shard at most (a sample larger alone gets a shard).
@@ -188,7 +180,7 @@ def reshard(
         )
     return run_spans(
         "reshard",
-        input_shards(urls, registry),
+        resolve_shards(urls, registry=registry, literal_paths=True),
         output,
         maxcount=maxcount,
         maxsize=maxsize,
@@ -205,4 +197,4 @@ def reshard(
     )
 
 
-__all__ = ["dsort_hook", "input_shards", "reshard", "run_spans"]
+__all__ = ["dsort_hook", "reshard", "run_spans"]

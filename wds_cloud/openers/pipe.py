@@ -3,7 +3,8 @@
 No SDK. Whether commands run at all, first rule that applies:
 
 1. ``PipeOpener(allow=True/False)``;
-2. ``WDS_CLOUD_ALLOW_PIPE`` (read when a :class:`PipeOpener` is created), a boolean
+2. ``WDS_CLOUD_PIPE_ALLOW``, else ``WDS_CLOUD_ALLOW_PIPE`` (read when a :class:`PipeOpener` is
+   created), a boolean
    (:mod:`wds_cloud.settings`): false (``0``/``false``/``no``/``off``) disables ``pipe:`` URLs,
    true (``1``/``true``/``yes``/``on``) allows them, blank counts as unset, anything else is a
    :class:`ConfigError`;
@@ -35,14 +36,22 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import IO, Any, Self, cast
 
 from wds_cloud.errors import ConfigError, ShardOpenError, UploadError
 from wds_cloud.openers.streams.writer import CommittingWriter
 from wds_cloud.redact import redact_url
 from wds_cloud.security import refusal, secure_mode
-from wds_cloud.settings import apply_overrides, env_bool, reject_unknown_options
+from wds_cloud.settings import (
+    BOOL,
+    BYTES,
+    SECONDS,
+    ConfigTable,
+    Field,
+    at_least,
+    reject_unknown_options,
+)
 
 SCHEMES = ("pipe",)
 
@@ -71,16 +80,32 @@ class PipeCommandError(ShardOpenError):
         self.stderr_tail = stderr_tail
 
 
+#: How each :class:`PipeConfig` field is resolved (``docs/openers.md`` has the table in words).
+PIPE_SETTINGS = ConfigTable(
+    section="PIPE",
+    owner="PipeConfig",
+    what="pipe:",
+    fields=(
+        Field("allow", BOOL, env=("WDS_CLOUD_ALLOW_PIPE",)),
+        Field("grace", SECONDS, 2.0),
+        Field("stderr_tail", BYTES, 2048, checks=(at_least(0),)),
+        Field("exit_timeout", SECONDS, 600.0),
+    ),
+)
+
+
 @dataclass(frozen=True)
 class PipeConfig:
-    """Settings for ``pipe:`` URLs; None fields are resolved from the environment.
+    """Settings for ``pipe:`` URLs; None fields are resolved by :data:`PIPE_SETTINGS`:
+    argument > ``WDS_CLOUD_PIPE_<FIELD>`` > (``allow`` only) ``WDS_CLOUD_ALLOW_PIPE`` > default.
 
     Attributes:
-        allow: run ``pipe:`` commands at all (env ``WDS_CLOUD_ALLOW_PIPE``); None after
-            :meth:`resolve` means "unless secure mode is on" (checked when a command runs).
-        grace: seconds between SIGTERM and SIGKILL when a stream is closed early.
-        stderr_tail: how many trailing stderr bytes to keep for error messages.
-        exit_timeout: seconds to wait for the command to exit after its stdout ended.
+        allow: run ``pipe:`` commands at all; None after :meth:`resolve` means "unless secure
+            mode is on" (checked when a command runs).
+        grace: seconds between SIGTERM and SIGKILL when a stream is closed early (default 2).
+        stderr_tail: how many trailing stderr bytes to keep for error messages (default 2048).
+        exit_timeout: seconds to wait for the command to exit after its stdout ended
+            (default 600).
     """
 
     allow: bool | None = None
@@ -97,23 +122,13 @@ class PipeConfig:
         """A copy with ``overrides`` applied, then the None fields filled from the environment
         (``environ``, default ``os.environ``) or the default.
 
-        ``allow`` stays None when neither the argument nor ``WDS_CLOUD_ALLOW_PIPE`` decides:
-        secure mode then decides each time a command is about to run.
+        ``allow`` stays None when neither the argument nor a variable decides: secure mode
+        then decides each time a command is about to run.
 
         Raises:
-            ConfigError: an unknown override, or ``WDS_CLOUD_ALLOW_PIPE`` is not a boolean.
+            ConfigError: an unknown override, or a bad value (naming its variable).
         """
-        base = apply_overrides(self, overrides, "pipe:")
-        allow = base.allow
-        if allow is None:
-            allow = env_bool("WDS_CLOUD_ALLOW_PIPE", None, environ=environ)
-        return replace(
-            base,
-            allow=allow,
-            grace=2.0 if base.grace is None else base.grace,
-            stderr_tail=2048 if base.stderr_tail is None else base.stderr_tail,
-            exit_timeout=600.0 if base.exit_timeout is None else base.exit_timeout,
-        )
+        return PIPE_SETTINGS.resolve(self, overrides, environ=environ)
 
 
 class _StderrTail:

@@ -31,7 +31,7 @@ from wds_cloud.errors import ConfigError
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 from wds_cloud.resume.loop import gather_states, local_state
-from wds_cloud.resume.walk import tracking_on
+from wds_cloud.resume.plan import tracking_on
 
 __all__ = ["DevicePrefetcher", "make_loader", "move_to_device"]
 

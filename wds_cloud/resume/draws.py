@@ -29,8 +29,8 @@ from wds_cloud.core.extras import ShardTally
 from wds_cloud.core.samples import StopShards
 from wds_cloud.core.shards import (
     ResampledShards,
-    _default_worker_seed,
-    _draw_seed,
+    default_worker_seed,
+    draw_seed,
     worker_info,
 )
 from wds_cloud.resume.reader import Pair, read_item, reader_options
@@ -38,7 +38,7 @@ from wds_cloud.resume.state import (
     STATE_FORMAT,
     Ledger,
     WorkItem,
-    _index_ranges,
+    index_ranges,
     order_digest,
     remaining,
 )
@@ -89,7 +89,7 @@ class DrawLedger(Ledger):
             d, index = entry(key)
             d["ends"][index] = end
         for d in draws.values():
-            d["done"] = _index_ranges(d["done"])
+            d["done"] = index_ranges(d["done"])
         return {
             "format": STATE_FORMAT,
             **self.header,
@@ -146,7 +146,7 @@ class ResampledSource:
         as_reader = ctx.get("as_reader")
         if as_reader:  # taking over another reader's with_epoch window: its draws
             rank, _, worker, _ = as_reader
-            if shards.worker_seed is not _default_worker_seed:
+            if shards.worker_seed is not default_worker_seed:
                 from wds_cloud.errors import ConfigError
 
                 raise ConfigError(
@@ -158,7 +158,7 @@ class ResampledSource:
         else:
             rank, _, worker, _ = worker_info()
             wseed = shards.worker_seed()
-        rng = random.Random(_draw_seed(wseed, shards.epoch, shards.seed))
+        rng = random.Random(draw_seed(wseed, shards.epoch, shards.seed))
         reader = f"{rank}.{worker}"
         mine = (state or {}).get("draws", {}).get(reader, {})
         done: set[int] = set()

@@ -9,8 +9,8 @@ of what it delivered. Under it, tracked sources produce ``(item, tags)`` pairs:
 - a ``WebLoader`` (a pipeline over a ``DataLoader``) tells its dataset to emit
   :class:`~wds_cloud.resume.track.Tagged` values in the workers and unwraps them.
 
-This module is the entry (``DataPipeline`` calls it); what is under the top is found by
-:mod:`wds_cloud.resume.walk`, and the pairs are made and delivered by
+This module is the entry (``DataPipeline`` calls it); what is under the top is read from the
+plan of the ``iter()`` (:mod:`wds_cloud.resume.plan`), and the pairs are made and delivered by
 :mod:`wds_cloud.resume.tracked`.
 """
 
@@ -22,75 +22,66 @@ from typing import Any
 
 from wds_cloud.core.pipeline_base import PipelineBase
 from wds_cloud.errors import ConfigError
+from wds_cloud.resume import kept
 from wds_cloud.resume.merge import merge_mixes, merge_states, merge_windows
 from wds_cloud.resume.mixing import fresh_state, load_finished, run
+from wds_cloud.resume.plan import Level, Plan, build, tracking_on, why_not
 from wds_cloud.resume.state import STATE_FORMAT, check_state
-from wds_cloud.resume.track import Tagged
-from wds_cloud.resume.tracked import deliver, pairs
-from wds_cloud.resume.walk import enabled, innermost, is_windowed, loader_dataset, locate
-from wds_cloud.resume.window import nested, run_nested, why_not, windowed
-from wds_cloud.resume.worker_windows import (
-    emit_windows,
-    loader_of,
-    loader_window,
-    next_windows,
-    run_loader_windows,
-)
+from wds_cloud.resume.track import Tagged, Watch
+from wds_cloud.resume.tracked import deliver, pairs, tagged
+from wds_cloud.resume.window import run_nested, windowed
+from wds_cloud.resume.worker_windows import emit_windows, next_windows, run_loader_windows
 
 log = logging.getLogger(__name__)
 
 
-def emit(p: Any) -> Iterator[Tagged]:
+def emit(p: PipelineBase) -> Iterator[Tagged]:
     """One pass of ``p`` inside a DataLoader worker: values with their tags."""
-    ctx = getattr(p, "_resume_ctx", None) or {}
-    if is_windowed(p):  # the dataset's own window, one per worker
-        yield from emit_windows(p, ctx)
+    ctx = kept.get(p, kept.CTX) or {}
+    watch = ctx["watch"] = Watch()
+    plan = build(p)
+    if plan.top.windowed:  # the dataset's own window, one per worker
+        yield from emit_windows(plan, ctx)
         return
-    for item, tags in pairs(p, ctx):
-        yield Tagged(item, tags)
+    yield from tagged(pairs(plan.top, ctx), watch)
 
 
-def _persistent(p: Any) -> bool:
-    dataset = None
-    node = p
-    while node is not None and node.pipeline:
-        first = node.pipeline[0]
-        dataset = loader_dataset(first)
-        if dataset is not None:
-            return bool(getattr(first, "persistent_workers", False))
-        node = first if isinstance(first, PipelineBase) else None
-    return False
-
-
-def iterate(p: Any) -> Iterator[Any]:
+def iterate(p: PipelineBase) -> Iterator[Any] | None:
     """Tracked iteration of the top-level ``p``: one pass, or a ``with_epoch``/``repeat``
-    window of passes (:func:`~wds_cloud.resume.window.windowed`)."""
-    state = p.__dict__.pop("_resume_pending", None)
-    mixed = locate(p)
-    if mixed is not None:
-        return run(p, mixed, state)
-    if is_windowed(p):
-        return windowed(p, state, run_pass)
-    inner = nested(p)
-    if inner is not None:
-        return run_nested(p, *inner, state, run_pass)
-    if loader_window(p) is not None:
-        return run_loader_windows(p, state)
-    return run_pass(p, state)
+    window of passes (:func:`~wds_cloud.resume.window.windowed`); None when ``p`` is not
+    iterated with tracking."""
+    if not tracking_on(p):
+        return None
+    plan = build(p)
+    if plan.mode == "off":
+        return None
+    state = kept.pop(p, kept.PENDING)
+    watch = Watch()
+    kept.put(p, kept.WATCH, watch)
+    if plan.mode == "mix":
+        assert plan.mix is not None
+        return run(plan.top, plan.mix, state, watch)
+    if plan.mode == "window":
+        return windowed(plan.top, state, lambda level, resumed: run_pass(plan, level, resumed))
+    if plan.mode == "nested":
+        return run_nested(plan, state, lambda level, resumed: run_pass(plan, level, resumed))
+    if plan.mode == "loader_windows":
+        return run_loader_windows(plan, state, watch)
+    return run_pass(plan, plan.top, state)
 
 
-def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
-    """One tracked pass of the top-level ``p`` (from ``state`` if given): deliver items and
-    record their ids.
+def run_pass(plan: Plan, level: Level, state: dict[str, Any] | None) -> Iterator[Any]:
+    """One tracked pass of ``level`` (the top, or the windowed pipeline under it), from
+    ``state`` if given: deliver items and record their ids.
 
     The pass's ledger is set up at once, when the pass starts, not at its first item: a state
     taken in between (``StatefulDataLoader`` takes a worker's state right after
     ``iter(dataset)``, and a persistent worker's dataset still holds the previous epoch's
     ledger then) is that of the new pass.
     """
-    found = innermost(p)
-    assert found is not None
-    inner, source = found
+    reader = plan.reader
+    assert reader is not None and reader.source is not None
+    source = reader.source
     if state is not None and state.get("reader") is not None:
         _check_reader(state["reader"])
     if state is not None and "windows" in state:
@@ -103,14 +94,17 @@ def run_pass(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
     epoch, order = source.order()
     # persistent workers advance their copies' epoch on every pass; the main copy follows once
     # they exist (advanced before, the workers started by this pass would copy epoch + 1)
-    follow = source.shuffle if _persistent(p) else None
+    persistent = plan.loader is not None and plan.loader.persistent
+    follow = source.shuffle if persistent else None
     generation = int(state.get("generation", 0)) + 1 if state is not None else 0
-    header = {"epoch": epoch, "seed": getattr(inner, "seed", 0), "generation": generation}
+    header = {"epoch": epoch, "seed": getattr(reader.pipeline, "seed", 0), "generation": generation}
     ledger = source.new_ledger(header, order)
     if state is not None:
         ledger.load(state)
-    p._resume_ledger = ledger
-    return deliver(p, ledger, {**header, "resume": state}, follow, epoch)
+    kept.put(level.pipeline, kept.LEDGER, ledger)
+    watch = kept.get(plan.top.pipeline, kept.WATCH)
+    ctx = {**header, "resume": state, "watch": watch}
+    return deliver(level, ledger, ctx, follow, epoch)
 
 
 def _check_reader(saved: list[int]) -> None:
@@ -161,22 +155,26 @@ def local_state(p: Any) -> tuple[dict[str, Any], bool]:
     Raises:
         ConfigError: the pipeline cannot be resumed (names why).
     """
-    ledger = getattr(p, "_resume_ledger", None)
+    ledger = kept.get(p, kept.LEDGER)
     if ledger is None:
-        pending: dict[str, Any] | None = p.__dict__.get("_resume_pending")
+        pending: dict[str, Any] | None = kept.get(p, kept.PENDING)
         if pending is not None:
             return pending, False  # loaded, not iterated yet
-        if not enabled(p):
-            return _unresumable(p), False
-        mixed = locate(p)
-        if mixed is not None:
-            return fresh_state(p, mixed), False
-        found = innermost(p)
-        assert found is not None
-        epoch, order = found[1].order()
-        ledger = found[1].new_ledger(
-            {"epoch": epoch, "seed": getattr(found[0], "seed", 0), "generation": 0}, order
-        )
+        plan = build(p)
+        if plan.mode == "off":
+            return _unresumable(why_not(plan)), False
+        if plan.mix is not None:
+            return fresh_state(plan.mix), False
+        reader = plan.reader
+        assert reader is not None and reader.source is not None
+        epoch, order = reader.source.order()
+        header = {"epoch": epoch, "seed": getattr(reader.pipeline, "seed", 0), "generation": 0}
+        ledger = reader.source.new_ledger(header, order)
+    else:
+        watch: Watch | None = kept.get(p, kept.WATCH)
+        why = None if watch is None else watch.why(type(p).__name__)
+        if why is not None:
+            return _unresumable(why), False
     state = ledger.state()
     scope = _reader_scope()
     if scope is not None:
@@ -205,8 +203,9 @@ def gather_states(state: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def _unresumable(p: Any) -> dict[str, Any]:
-    """The state of a pipeline that cannot be resumed: an error, except in a DataLoader worker.
+def _unresumable(why: str) -> dict[str, Any]:
+    """The state of a pipeline that cannot be resumed (``why``): an error, except in a
+    DataLoader worker.
 
     torchdata's ``StatefulDataLoader`` asks every worker's dataset for its state when the
     worker starts and after its batches, whether or not the training loop ever saves one; a
@@ -214,9 +213,8 @@ def _unresumable(p: Any) -> dict[str, Any]:
     there. Its worker state names why, and loading it raises.
 
     Raises:
-        ConfigError: outside a DataLoader worker, naming why ``p`` cannot be resumed.
+        ConfigError: outside a DataLoader worker, ``why``.
     """
-    why = why_not(p)
     scope = _reader_scope()
     if scope is None:
         raise ConfigError(why)
@@ -236,52 +234,50 @@ def load_state_dict(p: Any, state: dict[str, Any]) -> None:
         ConfigError: not a state, or ``p`` cannot be resumed.
     """
     state = check_state(dict(state))
-    if not enabled(p):
-        raise ConfigError(why_not(p))
-    p.__dict__.pop("_resume_ledger", None)
-    p.__dict__.pop("_resume_pending", None)  # a state loaded before and not iterated
-    mixed = locate(p)
-    if mixed is not None or "mixers" in state:
-        if mixed is None or "mixers" not in state:
+    plan = build(p)
+    if plan.mode == "off":
+        raise ConfigError(why_not(plan))
+    kept.pop(p, kept.LEDGER)
+    kept.pop(p, kept.PENDING)  # a state loaded before and not iterated
+    if plan.mix is not None or "mixers" in state:
+        if plan.mix is None or "mixers" not in state:
             raise ConfigError(
                 "a RandomMix state loads only into a pipeline reading a RandomMix the same way"
             )
         if state.get("finished"):
-            load_finished(mixed, state)
+            load_finished(plan.mix, state)
         else:
-            p._resume_pending = state
+            kept.put(p, kept.PENDING, state)
         return
-    if state.get("finished") and state.get("persistent") and _same_readers(p, state):
+    if state.get("finished") and state.get("persistent") and _same_readers(plan, state):
         # persistent workers' next windows start at epochs of their own: a new window each
-        p._resume_pending = next_windows(state)
+        kept.put(p, kept.PENDING, next_windows(state))
         return
     if state.get("finished") and state.get("reader") is None:
         # the epoch is over: the next pass starts the next one. A reader's state (one
         # StatefulDataLoader worker) that finished its share keeps its epoch: the loader's
         # epoch goes on in the other workers and this one has nothing left to deliver.
-        found = innermost(p)
-        assert found is not None
-        if found[1].shuffle is not None:
-            found[1].shuffle.epoch = int(state["epoch"]) + (0 if _loader_side(p) else 1)
+        reader = plan.reader
+        assert reader is not None and reader.source is not None
+        if reader.source.shuffle is not None:
+            reader.source.shuffle.epoch = int(state["epoch"]) + (0 if _loader_side(plan) else 1)
         return
-    p._resume_pending = state
+    kept.put(p, kept.PENDING, state)
 
 
-def _same_readers(p: Any, state: dict[str, Any]) -> bool:
+def _same_readers(plan: Plan, state: dict[str, Any]) -> bool:
     """Whether a worker-windows state was taken with this loader's ranks and workers."""
     from wds_cloud.core.shards import node_info
 
-    loader = loader_of(p)
-    if "windows" not in state or loader is None:
+    if "windows" not in state or plan.loader is None:
         return False
-    return list(state.get("readers", ())) == [node_info()[1], max(1, int(loader.num_workers))]
+    workers = max(1, int(plan.loader.loader.num_workers))
+    return list(state.get("readers", ())) == [node_info()[1], workers]
 
 
-def _loader_side(p: Any) -> bool:
-    node = p
-    while node is not None and node.pipeline:
-        first = node.pipeline[0]
-        if loader_dataset(first) is not None:
-            return not getattr(first, "persistent_workers", False) and first.num_workers > 0
-        node = first if isinstance(first, PipelineBase) else None
-    return False
+def _loader_side(plan: Plan) -> bool:
+    """Whether the shard shuffle's epoch is advanced by non-persistent DataLoader workers."""
+    loader = plan.loader
+    if loader is None:
+        return False
+    return not loader.persistent and loader.loader.num_workers > 0

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.resume.state import STATE_FORMAT, _index_ranges, _merge, check_state
+from wds_cloud.resume.state import STATE_FORMAT, check_state, index_ranges, merge_intervals
 
 
 def _wds_states(state: Any) -> list[Any]:
@@ -82,8 +82,8 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
         merged["finished"] = True  # every reader finished its share: the epoch is over
     merged["delivered"] = sum(int(s.get("delivered", 0)) for s in states)
     merged["generation"] = max(int(s.get("generation", 0)) for s in states)
-    merged["done"] = _index_ranges(done)
-    merged["open"] = {url: [x for iv in _merge(v) for x in iv] for url, v in ivs.items()}
+    merged["done"] = index_ranges(done)
+    merged["open"] = {url: [x for iv in merge_intervals(v) for x in iv] for url, v in ivs.items()}
     merged["ends"] = ends
     return merged
 

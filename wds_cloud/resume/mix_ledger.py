@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from wds_cloud.resume.state import STATE_FORMAT, _merge
-from wds_cloud.resume.walk import innermost
+from wds_cloud.resume.plan import MixPlan
+from wds_cloud.resume.state import STATE_FORMAT, merge_intervals
 
 #: First element of the mark a mixer puts before the ids of each item.
 MIX = "\x00mix"
@@ -17,16 +17,15 @@ MIX = "\x00mix"
 class MixLedger:
     """What was pulled at the boundary and delivered at the top, per dataset and mixer."""
 
-    def __init__(self, header: dict[str, Any], mix: Any) -> None:
+    def __init__(self, header: dict[str, Any], mix: MixPlan) -> None:
         self.header = header
         self.delivered: list[Any] = []
         self.pulled: list[Any] = []
-        for d in mix.datasets:
-            found = innermost(d)
-            assert found is not None
-            inner, source = found
+        for found in mix.readers:
+            assert found is not None and found.source is not None
+            source = found.source
             e, order = source.order()
-            sub = {"epoch": e, "seed": getattr(inner, "seed", 0), "generation": 0}
+            sub = {"epoch": e, "seed": getattr(found.pipeline, "seed", 0), "generation": 0}
             self.delivered.append(source.new_ledger(dict(sub), order))
             self.pulled.append(source.new_ledger(dict(sub), order))
         self.positions: dict[str, list[Any]] = {}  # mixer -> [draws, exhausted]
@@ -77,7 +76,7 @@ class MixLedger:
                     if key in done:
                         del keys[key]
                     else:
-                        keys[key] = _merge(keys[key])
+                        keys[key] = merge_intervals(keys[key])
 
     def add(self, ids: Iterable[Any]) -> None:
         """Record delivered ids."""
@@ -101,7 +100,7 @@ class MixLedger:
         for key in sorted(wanted):
             if key in ledger.done:
                 continue
-            rest = _subtract(_merge(wanted[key]), ledger.intervals.get(key, []))
+            rest = _subtract(merge_intervals(wanted[key]), ledger.intervals.get(key, []))
             if rest:
                 out.append([key, [x for iv in rest for x in iv]])
         return out

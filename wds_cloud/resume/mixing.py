@@ -27,8 +27,8 @@ were in buffers.
 Every dataset advances its shard-shuffle epoch once per mix pass (drawn from or not).
 
 This module runs the pass of the object iterated; the mixer is
-:func:`~wds_cloud.resume.tracked.mix_pairs`, finding the mix
-:func:`~wds_cloud.resume.walk.locate`, and merging states
+:func:`~wds_cloud.resume.tracked.mix_pairs`, the mix is found by the plan
+(:func:`~wds_cloud.resume.plan.locate`), and states are merged by
 :func:`~wds_cloud.resume.merge.merge_mixes`.
 """
 
@@ -39,16 +39,33 @@ from typing import Any
 
 from wds_cloud.core.shards import node_info
 from wds_cloud.errors import ConfigError
+from wds_cloud.resume import kept
 from wds_cloud.resume.mix_ledger import MixLedger
-from wds_cloud.resume.track import flat
+from wds_cloud.resume.plan import Level, MixPlan, MixRead
+from wds_cloud.resume.track import Watch, flat
 from wds_cloud.resume.tracked import pairs
-from wds_cloud.resume.walk import Found, innermost
 
 
-def run(p: Any, found: Found, state: dict[str, Any] | None) -> Iterator[Any]:
-    """One tracked mix pass of the top-level ``p``, from ``state`` if given."""
-    mix, loader, _ = found
-    readers = [node_info()[1], max(1, int(loader.num_workers)) if loader is not None else 1]
+def _readers(found: MixRead) -> list[int]:
+    """``[ranks, mixers per rank]``."""
+    loader = found.loader
+    return [node_info()[1], max(1, int(loader.loader.num_workers)) if loader is not None else 1]
+
+
+def _sources(plan: MixPlan) -> list[Any]:
+    """The shard source of each dataset."""
+    found = []
+    for reader in plan.readers:
+        assert reader is not None and reader.source is not None
+        found.append(reader.source)
+    return found
+
+
+def run(top: Level, found: MixRead, state: dict[str, Any] | None, watch: Watch) -> Iterator[Any]:
+    """One tracked mix pass of the object iterated (``top``), from ``state`` if given."""
+    plan = found.mix
+    mix = plan.mix
+    readers = _readers(found)
     if state is not None:
         if state.get("readers") != readers:
             raise ConfigError(
@@ -64,8 +81,7 @@ def run(p: Any, found: Found, state: dict[str, Any] | None) -> Iterator[Any]:
                 f"{mix.seed!r}"
             )
         mix.epoch = int(state["mix"]["epoch"])
-        for d, sub in zip(mix.datasets, state["datasets"], strict=True):
-            source = innermost(d)[1]  # type: ignore[index]
+        for source, sub in zip(_sources(plan), state["datasets"], strict=True):
             if source.shuffle is not None:
                 source.shuffle.epoch = int(sub["pulled"]["epoch"])
     epoch = mix.epoch
@@ -76,57 +92,59 @@ def run(p: Any, found: Found, state: dict[str, Any] | None) -> Iterator[Any]:
         "generation": generation,
         "readers": readers,
     }
-    ledger = MixLedger(header, mix)
+    ledger = MixLedger(header, plan)
     if state is not None:
         ledger.load(state)
-    p._resume_ledger = ledger
-    ctx = {"seed": mix.seed, "epoch": epoch, "generation": generation, "mix_resume": state}
-    ctx["mix_ledger"] = ledger
-    return _deliver(p, ledger, ctx, mix, loader is not None)
+    kept.put(top.pipeline, kept.LEDGER, ledger)
+    ctx: dict[str, Any] = {
+        "seed": mix.seed,
+        "epoch": epoch,
+        "generation": generation,
+        "mix_resume": state,
+        "mix_ledger": ledger,
+        "watch": watch,
+    }
+    return _deliver(top, ledger, ctx, plan, found.loader is not None)
 
 
-def _advance(mix: Any) -> None:
+def _advance(plan: MixPlan) -> None:
     """The main process's copies: the next pass's epochs (workers made theirs already)."""
-    mix.epoch += 1
-    for d in mix.datasets:
-        source = innermost(d)[1]  # type: ignore[index]
+    plan.mix.epoch += 1
+    for source in _sources(plan):
         if source.shuffle is not None:
             source.shuffle.epoch = int(source.order()[0]) + 1
 
 
 def _deliver(
-    p: Any, ledger: MixLedger, ctx: dict[str, Any], mix: Any, workers: bool
+    top: Level, ledger: MixLedger, ctx: dict[str, Any], plan: MixPlan, workers: bool
 ) -> Iterator[Any]:
     follow = workers
-    for item, tags in pairs(p, ctx):
+    for item, tags in pairs(top, ctx):
         if follow:
-            _advance(mix)
+            _advance(plan)
             follow = False
         ledger.add(flat(tags))
         yield item
     if follow:
-        _advance(mix)
+        _advance(plan)
     ledger.header["finished"] = True
 
 
-def fresh_state(p: Any, found: Found) -> dict[str, Any]:
+def fresh_state(found: MixRead) -> dict[str, Any]:
     """The state before the first item of a pass."""
-    mix, loader, _ = found
-    readers = [node_info()[1], max(1, int(loader.num_workers)) if loader is not None else 1]
+    mix = found.mix.mix
     header = {
         "mix": {"seed": mix.seed, "epoch": mix.epoch},
         "seed": mix.seed,
         "generation": 0,
-        "readers": readers,
+        "readers": _readers(found),
     }
-    return MixLedger(header, mix).state()
+    return MixLedger(header, found.mix).state()
 
 
-def load_finished(found: Found, state: dict[str, Any]) -> None:
+def load_finished(found: MixRead, state: dict[str, Any]) -> None:
     """A state taken after the pass's last item: the next pass is the next mix epoch."""
-    mix = found[0]
-    mix.epoch = int(state["mix"]["epoch"]) + 1
-    for d, sub in zip(mix.datasets, state["datasets"], strict=True):
-        source = innermost(d)[1]  # type: ignore[index]
+    found.mix.mix.epoch = int(state["mix"]["epoch"]) + 1
+    for source, sub in zip(_sources(found.mix), state["datasets"], strict=True):
         if source.shuffle is not None:
             source.shuffle.epoch = int(sub["pulled"]["epoch"]) + 1

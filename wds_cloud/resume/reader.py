@@ -23,8 +23,8 @@ from typing import IO, Any
 
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.samples import StopShards, _skipper, group_members
-from wds_cloud.core.shardopen import ShardOpener, _local_path
+from wds_cloud.core.samples import StopShards, group_members, member_skipper
+from wds_cloud.core.shardopen import ShardOpener, local_path_of
 from wds_cloud.core.tar import iter_tar_positions
 from wds_cloud.openers.capabilities import Seekable
 from wds_cloud.openers.registry import default_registry, url_scheme
@@ -67,7 +67,7 @@ def samples_with_positions(
     entries = iter_tar_positions(
         stream,
         url=url,
-        skip=_skipper(select_files, rename_files),
+        skip=member_skipper(select_files, rename_files),
         on_warning=None if warn else _quiet,
         zero_copy=zero_copy,
     )
@@ -201,7 +201,7 @@ def read_item(
         finally:
             stream.close()
         return
-    local_path = _local_path(url) if local_paths else None
+    local_path = local_path_of(url) if local_paths else None
     with contextlib.closing(_fetch_ranges(opener, url, item.ranges, handler)) as fetched:
         for a, data in fetched:
             if data is None:

@@ -20,7 +20,7 @@ from typing import Any
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.extras import ShardTally
 from wds_cloud.core.samples import StopShards
-from wds_cloud.core.shardopen import ShardOpener, _url_opener_override, tarfile_samples
+from wds_cloud.core.shardopen import ShardOpener, tarfile_samples, url_opener_override
 from wds_cloud.core.shards import (
     ResampledShards,
     ShardShuffle,
@@ -173,7 +173,7 @@ def find_source(stages: list[Any]) -> Any:
         return None
     r = found[0]
     stage = stages[r]
-    if stage.args or stage.kw.get("concatenated") or _url_opener_override() is not None:
+    if stage.args or stage.kw.get("concatenated") or url_opener_override() is not None:
         return None  # positional options, a Pipe-mode FIFO, a url_opener assigned by the user
     prefix = stages[:r]
     if prefix and type(prefix[0]) is ResampledShards:

@@ -32,7 +32,8 @@ def order_digest(urls: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def _merge(intervals: list[list[int]]) -> list[list[int]]:
+def merge_intervals(intervals: list[list[int]]) -> list[list[int]]:
+    """``intervals`` (sorted in place) merged where they touch or overlap; empty ones dropped."""
     intervals.sort()
     out: list[list[int]] = []
     for a, b in intervals:
@@ -46,7 +47,8 @@ def _merge(intervals: list[list[int]]) -> list[list[int]]:
     return out
 
 
-def _index_ranges(indices: Iterable[int]) -> list[list[int]]:
+def index_ranges(indices: Iterable[int]) -> list[list[int]]:
+    """``indices`` as sorted ``[start, end)`` runs of consecutive integers."""
     out: list[list[int]] = []
     for i in sorted(indices):
         if out and i == out[-1][1]:
@@ -103,7 +105,7 @@ class Ledger:
         if run_url is not None and run_url not in done:
             touched.setdefault(run_url, []).append([lo, hi])
         for url, new in touched.items():
-            merged = _merge(self.intervals.get(url, []) + new)
+            merged = merge_intervals(self.intervals.get(url, []) + new)
             end = ends.get(url)
             if end is not None and merged == [[0, end]]:
                 done.add(url)
@@ -131,7 +133,7 @@ class Ledger:
             "shards": len(self.order),
             "order": order_digest(self.order),
             "delivered": self.delivered,
-            "done": _index_ranges(index[u] for u in self.done if u in index),
+            "done": index_ranges(index[u] for u in self.done if u in index),
             "open": {
                 url: [x for iv in ivs for x in iv]
                 for url, ivs in sorted(self.intervals.items(), key=lambda kv: index.get(kv[0], -1))

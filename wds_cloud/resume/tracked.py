@@ -1,10 +1,10 @@
 """Tracked passes: the ``(item, tags)`` pairs of a pipeline, and delivering them.
 
-:func:`pairs` runs one pass of a pipeline on the pairs of what it reads: its shard source
-(:func:`~wds_cloud.resume.walk.innermost`), the pipeline it reads, a DataLoader whose workers
-emit :class:`~wds_cloud.resume.track.Tagged` values, or a ``RandomMix`` (:func:`mix_pairs`,
-the mixer of :mod:`wds_cloud.resume.mixing`). :func:`deliver` hands the items of the object
-iterated to the training loop and records their ids in its ledger.
+:func:`pairs` runs one pass of a pipeline (a :class:`~wds_cloud.resume.plan.Level` of the
+plan) on the pairs of what it reads: its shard source, the pipeline it reads, a DataLoader
+whose workers emit :class:`~wds_cloud.resume.track.Tagged` values, or a ``RandomMix``
+(:func:`mix_pairs`, the mixer of :mod:`wds_cloud.resume.mixing`). :func:`deliver` hands the
+items of the object iterated to the training loop and records their ids in its ledger.
 """
 
 from __future__ import annotations
@@ -13,66 +13,78 @@ import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from wds_cloud.core.mix import RandomMix, _mixed, _weights
-from wds_cloud.core.pipeline_base import PipelineBase
+from wds_cloud.core.mix import RandomMix, mix_weights, mixed_samples
 from wds_cloud.core.shards import worker_info
 from wds_cloud.core.shuffle import stable_seed
+from wds_cloud.resume import kept
 from wds_cloud.resume.mix_ledger import MIX, MixLedger
+from wds_cloud.resume.plan import Level, MixPlan, mix_plan
 from wds_cloud.resume.state import Ledger, WorkItem
-from wds_cloud.resume.track import Rows, Tagged, TaggedCollate, flat, run_stages
-from wds_cloud.resume.walk import innermost, loader_dataset
+from wds_cloud.resume.track import Rows, Tagged, TaggedCollate, Watch, flat, run_stages
 
 
-def pairs(p: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
-    """``(item, tags)`` pairs of one pass of ``p``."""
-    first = p.pipeline[0]
-    if isinstance(first, PipelineBase):
-        src = pairs(first, ctx)
-        rest = p.pipeline[1:]
-    elif loader_dataset(first) is not None:
-        src = _loader_pairs(first, ctx)
-        rest = p.pipeline[1:]
+def pairs(level: Level, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """``(item, tags)`` pairs of one pass of the pipeline of ``level``."""
+    if level.reads == "pipeline":
+        assert level.below is not None
+        src = pairs(level.below, ctx)
+    elif level.reads == "loader":
+        src = _loader_pairs(level.loader, ctx)
         if ctx.get("mix_ledger") is not None:
             src = boundary(src, ctx["mix_ledger"])
-    elif type(first).__name__ == "RandomMix":
-        src = mix_pairs(first, ctx)
+    elif level.reads == "mix":
+        assert level.mix is not None
+        src = mix_pairs(level.mix, ctx)
         if ctx.get("mix_ledger") is not None:
             src = boundary(src, ctx["mix_ledger"])
-        rest = p.pipeline[1:]
     else:
-        found = innermost(p)
-        assert found is not None
-        source = found[1]
-        src = source.pairs(ctx)
-        rest = p.pipeline[source.after :]
-    sub = dict(ctx, place=f"{ctx.get('place', '')}/{type(p).__name__}")
-    return run_stages(rest, src, sub)
+        assert level.source is not None
+        src = level.source.pairs(ctx)
+    sub = dict(ctx, place=f"{ctx.get('place', '')}/{level.name}")
+    return run_stages(level.steps, src, sub)
 
 
 def _loader_pairs(loader: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     dataset = loader.dataset
     # in each worker the dataset's __iter__ emits tagged values: a pipeline's by
     # resume.loop.emit, a RandomMix's by the function set here (core.mix cannot import it)
-    dataset._resume_emit = emit_mix if isinstance(dataset, RandomMix) else True
-    dataset._resume_ctx = {k: v for k, v in ctx.items() if k != "mix_ledger"}
-    dataset._resume_ctx["place"] = "worker"
+    kept.put(dataset, kept.EMIT, emit_mix if isinstance(dataset, RandomMix) else True)
+    worker_ctx = {k: v for k, v in ctx.items() if k not in ("mix_ledger", "watch")}
+    worker_ctx["place"] = "worker"
+    kept.put(dataset, kept.CTX, worker_ctx)
     if not isinstance(loader.collate_fn, TaggedCollate):
         loader.collate_fn = TaggedCollate(loader.collate_fn)
-    if ctx.get("resume") is not None and getattr(loader, "_iterator", None) is not None:
-        # persistent workers hold a copy of the dataset made before the state was loaded
-        loader._iterator._shutdown_workers()
-        loader._iterator = None
+    if ctx.get("resume") is not None:
+        shut_down_persistent_workers(loader)
+    watch: Watch | None = ctx.get("watch")
     for value in loader:
         if isinstance(value, Tagged):
+            if value.refused and watch is not None:
+                watch.add(value.refused)
             yield value.item, value.tags
         else:
             yield value, []
 
 
-def deliver(p: Any, ledger: Ledger, ctx: dict[str, Any], follow: Any, epoch: int) -> Iterator[Any]:
-    """The items of a pass of the object iterated ``p``, their ids recorded in ``ledger``
-    (``follow``: a shard shuffle whose epoch is advanced once the DataLoader workers exist)."""
-    src = pairs(p, ctx)
+def shut_down_persistent_workers(loader: Any) -> None:
+    """Stop ``loader``'s persistent workers, if it has any running: they hold a copy of the
+    dataset made before a state was loaded. torch keeps them in the private ``_iterator``
+    (checked with torch 2.13 and torchdata 0.11's ``StatefulDataLoader``: ``_iterator`` is
+    None until the first ``iter()`` and kept with persistent workers, and its
+    ``_shutdown_workers()`` stops them)."""
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None:
+        iterator._shutdown_workers()
+        loader._iterator = None
+
+
+def deliver(
+    level: Level, ledger: Any, ctx: dict[str, Any], follow: Any, epoch: int
+) -> Iterator[Any]:
+    """The items of a pass of the object iterated (``level``), their ids recorded in
+    ``ledger`` (``follow``: a shard shuffle whose epoch is advanced once the DataLoader workers
+    exist)."""
+    src = pairs(level, ctx)
     if follow is not None:
         for item, tags in src:
             follow.epoch = epoch + 1  # the workers exist now: the main copy follows
@@ -106,22 +118,23 @@ def reader_key() -> str:
     return f"{rank}.{worker}"
 
 
-def mix_pairs(mix: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+def mix_pairs(plan: MixPlan, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     """One mix pass as ``(item, tags)`` pairs, each item's ids preceded by its mark: first
     the samples this mixer pulled before the state but that were not delivered, then the
     rest of the mix from the state's RNG position."""
     state = ctx.get("mix_resume")
     ctx["mix_resume"] = None  # one pass only (a persistent worker keeps its copy of ctx)
     me = reader_key()
+    mix = plan.mix
     mine = (state or {}).get("mixers", {}).get(me, {})
     epoch = int(state["mix"]["epoch"]) if state is not None else mix.epoch
     mix.epoch = epoch + 1
     generation = int(ctx.get("generation", 0))
+    watch = ctx.get("watch")
     srcs: list[dict[str, Any]] = []
-    for i, d in enumerate(mix.datasets):
-        found = innermost(d)
-        assert found is not None
-        inner, source = found
+    for i, found in enumerate(plan.readers):
+        assert found is not None and found.source is not None
+        inner, source = found.pipeline, found.source
         sub = state["datasets"][i]["pulled"] if state is not None else None
         if sub is None:
             e = source.order()[0]
@@ -133,7 +146,7 @@ def mix_pairs(mix: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
             # the mixer's own shards, as in the uninterrupted run (a mixer's draws are its own)
             sub = dict(sub, reader=list(worker_info()))
         header = {"epoch": int(sub["epoch"]), "seed": getattr(inner, "seed", 0)}
-        srcs.append({**header, "generation": generation, "resume": sub, "mix": i})
+        srcs.append({**header, "generation": generation, "resume": sub, "mix": i, "watch": watch})
 
     def marked(i: int, src: Iterable[tuple[Any, Any]], track: dict[str, Any] | None) -> Any:
         for item, tags in src:
@@ -152,7 +165,7 @@ def mix_pairs(mix: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
         if left:
             items = [_work(url, extents) for url, extents in left]
             ctx_i = dict(srcs[i], resume=None, items=items)
-            yield from marked(i, pairs(mix.datasets[i], ctx_i), None)
+            yield from marked(i, pairs(_dataset(plan, i), ctx_i), None)
     rng = random.Random(stable_seed(mix.seed or 0, epoch))
     draws = int(mine.get("draws", 0))
     for _ in range(draws):
@@ -165,20 +178,36 @@ def mix_pairs(mix: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     }
     gone = set(track["exhausted"])
     live = [i for i in range(len(mix.datasets)) if i not in gone]
-    weights = _weights(mix.probs, len(mix.datasets))
-    sources = [iter(marked(i, pairs(mix.datasets[i], dict(srcs[i])), track)) for i in live]
-    yield from _mixed(sources, [weights[i] for i in live], mix.longest, rng, track, live)
+    weights = mix_weights(mix.probs, len(mix.datasets))
+    sources = [iter(marked(i, pairs(_dataset(plan, i), dict(srcs[i])), track)) for i in live]
+    yield from mixed_samples(sources, [weights[i] for i in live], mix.longest, rng, track, live)
+
+
+def _dataset(plan: MixPlan, i: int) -> Level:
+    found = plan.datasets[i]
+    assert found is not None
+    return found
 
 
 def _work(url: str, flat: list[int]) -> WorkItem:
     return WorkItem(url, tuple((flat[k], flat[k + 1]) for k in range(0, len(flat), 2)), None)
 
 
-def emit_mix(mix: Any) -> Iterator[Any]:
+def emit_mix(mix: RandomMix) -> Iterator[Any]:
     """One mix pass of ``mix`` inside a DataLoader worker, as tagged values."""
-    ctx = getattr(mix, "_resume_ctx", None) or {}
-    for item, tags in mix_pairs(mix, ctx):
-        yield Tagged(item, tags)
+    ctx = kept.get(mix, kept.CTX) or {}
+    watch = ctx["watch"] = Watch()
+    yield from tagged(mix_pairs(mix_plan(mix), ctx), watch)
+
+
+def tagged(src: Iterable[tuple[Any, Any]], watch: Watch) -> Iterator[Tagged]:
+    """The pairs of ``src`` as :class:`Tagged` values, carrying what ``watch`` noted."""
+    refused = watch.refused
+    for item, tags in src:
+        if refused:
+            yield Tagged(item, tags, tuple(refused))
+        else:
+            yield Tagged(item, tags)
 
 
 def boundary(src: Iterator[tuple[Any, Any]], ledger: MixLedger) -> Iterator[tuple[Any, Any]]:

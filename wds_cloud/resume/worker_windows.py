@@ -13,31 +13,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from wds_cloud.core.pipeline_base import PipelineBase
+from wds_cloud.resume import kept
 from wds_cloud.resume.draws import ResampledSource
-from wds_cloud.resume.track import Rows, Tagged, flat
+from wds_cloud.resume.plan import Plan
+from wds_cloud.resume.track import Rows, Tagged, Watch, flat
 from wds_cloud.resume.tracked import deliver, pairs
-from wds_cloud.resume.walk import innermost, is_windowed, loader_dataset
 
 #: First element of the mark that a worker puts before the ids of each item of its window.
 MARK = "\x00window"
-
-
-def loader_of(p: Any) -> Any:
-    """The DataLoader under ``p`` (found through first stages), or None."""
-    node = p
-    while isinstance(node, PipelineBase) and node.pipeline:
-        first = node.pipeline[0]
-        if loader_dataset(first) is not None:
-            return first
-        node = first
-    return None
-
-
-def loader_window(p: Any) -> Any:
-    """The windowed dataset of the DataLoader under ``p``, or None."""
-    loader = loader_of(p)
-    dataset = None if loader is None else loader.dataset
-    return dataset if isinstance(dataset, PipelineBase) and is_windowed(dataset) else None
 
 
 def _step(source: Any) -> int:
@@ -59,7 +42,7 @@ def adopted(saved: list[int], here: list[int]) -> list[list[int]]:
     ]
 
 
-def _limit(p: Any, reader: list[int]) -> int:
+def _limit(p: PipelineBase, reader: list[int]) -> int:
     """Items per window of ``reader`` (:meth:`DataPipeline.epoch_size` for another reader)."""
     n = p.nsamples
     if n > 0 and p.per_rank:
@@ -70,8 +53,8 @@ def _limit(p: Any, reader: list[int]) -> int:
     return int(n)
 
 
-def emit_windows(p: Any, ctx: dict[str, Any]) -> Iterator[Any]:
-    """One ``with_epoch``/``repeat`` window of the dataset ``p`` in a DataLoader worker, as
+def emit_windows(plan: Plan, ctx: dict[str, Any]) -> Iterator[Any]:
+    """One ``with_epoch``/``repeat`` window of the dataset of ``plan`` in a DataLoader worker, as
     :class:`~wds_cloud.resume.track.Tagged` values whose ids are preceded by a mark
     ``(MARK, reader, pass, index, epoch)`` (per row of a batch).
 
@@ -88,23 +71,24 @@ def emit_windows(p: Any, ctx: dict[str, Any]) -> Iterator[Any]:
     scope = list(worker_info())
     saved_readers = (state or {}).get("readers")
     if state is None or saved_readers is None or list(saved_readers) == [scope[1], scope[3]]:
-        yield from _window(p, ctx, state, scope, None)
+        yield from _window(plan, ctx, state, scope, None)
         return
     for old in adopted(list(saved_readers), scope):
-        yield from _window(p, ctx, state, old, old)
+        yield from _window(plan, ctx, state, old, old)
 
 
 def _window(
-    p: Any,
+    plan: Plan,
     ctx: dict[str, Any],
     state: dict[str, Any] | None,
     scope: list[int],
     as_reader: list[int] | None,
 ) -> Iterator[Any]:
     """The window of reader ``scope`` (this one, or ``as_reader`` taken over)."""
-    found = innermost(p)
-    assert found is not None
-    source = found[1]
+    assert plan.reader is not None and plan.reader.source is not None
+    source = plan.reader.source
+    p = plan.top.pipeline
+    watch: Watch = ctx["watch"]
     reader = f"{scope[0]}.{scope[2]}"
     mine = (state or {}).get("windows", {}).get(reader, {})
     saved = mine.get("passes", [])
@@ -124,7 +108,7 @@ def _window(
         resumed = dict(saved[k], reader=scope) if k < len(saved) else None
         sub = dict(ctx, epoch=first_epoch + k * step, resume=resumed, **extra)
         got = False
-        for item, tags in pairs(p, sub):
+        for item, tags in pairs(plan.top, sub):
             got = True
             mark = (MARK, reader, k, count, first_epoch + k * step)
             if isinstance(tags, Rows):
@@ -132,7 +116,7 @@ def _window(
             else:
                 tags = [mark, *flat(tags)]
             count += 1
-            yield Tagged(item, tags)
+            yield Tagged(item, tags, tuple(watch.refused))
             if 0 < limit <= count:
                 return
         if not got and resumed is None:
@@ -235,42 +219,42 @@ class LoaderWindows:
                 self._pass(reader, k, int(saved["epoch"])).load(saved)
 
 
-def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
-    """One ``iter()`` of ``p`` whose DataLoader's dataset has the window (each worker runs
-    one, :func:`emit_windows`), from ``state`` if given."""
+def run_loader_windows(plan: Plan, state: dict[str, Any] | None, watch: Watch) -> Iterator[Any]:
+    """One ``iter()`` of the object of ``plan`` whose DataLoader's dataset has the window
+    (each worker runs one, :func:`emit_windows`), from ``state`` if given."""
     from wds_cloud.core.shards import node_info
 
-    found = innermost(p)
-    assert found is not None
-    inner, source = found
+    reader, at = plan.reader, plan.loader
+    assert reader is not None and reader.source is not None
+    assert at is not None and at.below is not None
+    source, loader, win = reader.source, at.loader, at.below.pipeline
     if state is not None and source.shuffle is not None:
         source.shuffle.epoch = int(state["epoch"])
     epoch = source.order()[0]
     generation = int(state.get("generation", 0)) + 1 if state is not None else 0
-    here = [node_info()[1], max(1, int(loader_of(p).num_workers))]
+    here = [node_info()[1], max(1, int(loader.num_workers))]
     readers = here
     if state is not None and state.get("readers", readers) != readers:
         # elastic: this rank's workers complete the windows of the old readers they take over
         readers = list(state["readers"])
     header = {
         "epoch": epoch,
-        "seed": getattr(inner, "seed", 0),
+        "seed": getattr(reader.pipeline, "seed", 0),
         "generation": generation,
         "readers": readers,
     }
-    loader = loader_of(p)
-    if getattr(loader, "persistent_workers", False) or not loader.num_workers:
+    if at.persistent or not loader.num_workers:
         header["persistent"] = True  # the readers' datasets (or the one itself) live on
     ledger = LoaderWindows(header, source)
-    prev = p.__dict__.get("_resume_ledger")
+    top = plan.top.pipeline
+    prev = kept.get(top, kept.LEDGER)
     if header.get("persistent") and state is None and isinstance(prev, LoaderWindows):
         # persistent workers go on from where their previous windows ended
-        for reader, d in prev.state()["windows"].items():
+        for name, d in prev.state()["windows"].items():
             if "next" in d:
-                ledger.next[reader] = int(d["next"])
+                ledger.next[name] = int(d["next"])
     if state is not None:
         ledger.load(state)
-    win = loader_window(p)
     if win.nsamples > 0:  # each worker's window ends after its share of n items
         rank = node_info()[0]
         mine = [[rank, here[0], w, here[1]] for w in range(here[1])]
@@ -278,8 +262,9 @@ def run_loader_windows(p: Any, state: dict[str, Any] | None) -> Iterator[Any]:
             mine = [old for scope in mine for old in adopted(readers, scope)]
         for scope in mine:
             ledger.limits[f"{scope[0]}.{scope[2]}"] = _limit(win, scope)
-    p._resume_ledger = ledger
-    return deliver(p, ledger, {**header, "resume": state}, None, epoch)  # type: ignore[arg-type]
+    kept.put(top, kept.LEDGER, ledger)
+    ctx = {**header, "resume": state, "watch": watch}
+    return deliver(plan.top, ledger, ctx, None, epoch)
 
 
 def next_windows(state: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from wds_cloud.aistore.dsort.validate import _suffix_ext, validate
+from wds_cloud.aistore.dsort.validate import suffix_ext, validate
 from wds_cloud.errors import DsortSpecError
 
 
@@ -141,7 +141,7 @@ class DsortSpec:
             input_template=fmt.get("template"),
             input_objnames=fmt.get("objnames"),
             input_extension=spec.get("input_extension")
-            or _suffix_ext(fmt.get("template", ""))
+            or suffix_ext(fmt.get("template", ""))
             or ".tar",
             output_bck=out_bck["name"],
             output_provider=out_bck.get("provider") or "ais",

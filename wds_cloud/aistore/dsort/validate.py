@@ -57,7 +57,8 @@ def _ext(value: Any, field: str) -> str:
     return ext
 
 
-def _suffix_ext(name: str) -> str | None:
+def suffix_ext(name: str) -> str | None:
+    """The archive extension ``name`` ends with (the longest), or None."""
     return next(
         (e for e in sorted(ARCHIVE_EXTENSIONS, key=len, reverse=True) if name.endswith(e)), None
     )
@@ -203,7 +204,7 @@ def validate(spec: Mapping[str, Any]) -> dict[str, Any]:
                 field="input_format.template",
             )
     in_ext = _ext(spec["input_extension"], "input_extension") if "input_extension" in spec else None
-    tpl_ext = _suffix_ext(fmt.get("template", ""))
+    tpl_ext = suffix_ext(fmt.get("template", ""))
     if in_ext and tpl_ext and in_ext != tpl_ext:
         raise DsortSpecError(
             f"{in_ext!r} vs {tpl_ext!r} in the input template", field="input_extension"
@@ -245,7 +246,7 @@ def validate(spec: Mapping[str, Any]) -> dict[str, Any]:
                 "(cannot be 0 and cannot be omitted)",
                 field="output_shard_size",
             )
-        out_ext = _suffix_ext(out)
+        out_ext = suffix_ext(out)
         if (
             out_ext
             and spec.get("output_extension")

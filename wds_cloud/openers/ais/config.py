@@ -1,20 +1,35 @@
-"""Settings and parsed URLs of the AIStore backend: :class:`AisConfig`, :class:`AisTarget`."""
+"""Settings and parsed URLs of the AIStore backend: :class:`AisConfig` (resolved by
+:data:`AIS_SETTINGS`), :class:`AisTarget`."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Self
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.openers.streams.backoff import DEFAULT_STALL_TIMEOUT, positive_seconds
-from wds_cloud.openers.streams.prefetch import resolve_prefetch
-from wds_cloud.settings import apply_overrides, env_str
+from wds_cloud.openers.streams.backoff import retry_fields
+from wds_cloud.openers.streams.prefetch import PREFETCH_FIELDS
+from wds_cloud.settings import (
+    BYTES,
+    INT,
+    SECONDS,
+    TEXT,
+    ConfigTable,
+    Field,
+    Kind,
+    at_least,
+    choice,
+    env_str,
+    parse_seconds,
+)
 
 __all__ = [
+    "AIS_SETTINGS",
     "DEFAULT_ENDPOINT",
     "PROVIDERS",
+    "SDK_TIMEOUT",
     "URL_OPTIONS",
     "AisConfig",
     "AisTarget",
@@ -23,6 +38,9 @@ __all__ = [
 ]
 
 DEFAULT_ENDPOINT = "http://localhost:8080"
+#: The SDK's default ``(connect, read)`` seconds, and the variables it reads them from.
+SDK_TIMEOUT = (3.0, 20.0)
+SDK_TIMEOUT_VARS = ("AIS_CONNECT_TIMEOUT", "AIS_READ_TIMEOUT")
 PROVIDERS = {"ais": "ais", "aws": "aws", "s3": "aws", "gcp": "gcp", "gs": "gcp"}
 PROVIDERS.update({"azure": "azure", "az": "azure", "oci": "oci", "ht": "ht"})
 URL_OPTIONS = ("provider", "etl", "etl_args")
@@ -46,21 +64,99 @@ def provider_name(value: str, where: str) -> str:
         ) from None
 
 
+def _endpoint(text: str, source: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise ConfigError(f"{source}={text!r} must start with http:// or https://")
+    return text.rstrip("/")
+
+
+def _etl_args(value: Any) -> str:
+    if not isinstance(value, dict):
+        raise TypeError(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+_TIMEOUT_SYNTAX = "seconds, or connect,read seconds such as 3,20 (0: no limit)"
+
+
+def _timeout(text: str, source: str) -> float | tuple[float, float]:
+    parts = text.split(",")
+    try:
+        if len(parts) > 2:
+            raise ConfigError(text)
+        seconds = [parse_seconds(part, source) for part in parts]
+    except ConfigError:
+        raise ConfigError(f"{source}={text!r} is not a timeout ({_TIMEOUT_SYNTAX})") from None
+    return seconds[0] if len(seconds) == 1 else (seconds[0], seconds[1])
+
+
+def _timeout_value(value: Any) -> float | tuple[float, float]:
+    if isinstance(value, tuple | list):
+        connect, read = value
+        return SECONDS.accept(connect), SECONDS.accept(read)
+    seconds: float = SECONDS.accept(value)
+    return seconds
+
+
+def _sdk_timeout(environ: Mapping[str, str] | None) -> tuple[float, float] | None:
+    """``(connect, read)`` from the SDK's variables when either is set (the other one keeps
+    its default), else None."""
+    texts = [env_str(name, None, environ=environ) for name in SDK_TIMEOUT_VARS]
+    if texts == [None, None]:
+        return None
+    connect, read = (
+        SDK_TIMEOUT[i] if text is None else parse_seconds(text, SDK_TIMEOUT_VARS[i])
+        for i, text in enumerate(texts)
+    )
+    return connect, read
+
+
+#: How each :class:`AisConfig` field is resolved (``docs/aistore.md`` has the table in words).
+AIS_SETTINGS = ConfigTable(
+    section="AIS",
+    owner="AisConfig",
+    what="AIStore",
+    fields=(
+        Field(
+            "endpoint", Kind("an http(s) URL", _endpoint), DEFAULT_ENDPOINT, env=("AIS_ENDPOINT",)
+        ),
+        Field("token", TEXT, env=("AIS_AUTHN_TOKEN",), secret=True),
+        Field(
+            "timeout",
+            Kind(f"a timeout ({_TIMEOUT_SYNTAX})", _timeout, _timeout_value),
+            SDK_TIMEOUT,
+            env=SDK_TIMEOUT_VARS,
+            read_env=_sdk_timeout,
+        ),
+        *retry_fields(retries=3, backoff=0.5),
+        Field("etl", TEXT),
+        Field("etl_args", Kind("a string or a dict", lambda text, source: text, _etl_args)),
+        Field("provider", choice(aliases=PROVIDERS), "ais"),
+        Field("page_size", INT, 0, checks=(at_least(0),)),
+        Field("part_size", BYTES, 16 << 20, checks=(at_least(1),)),
+        *PREFETCH_FIELDS,
+    ),
+)
+
+
 @dataclass(frozen=True)
 class AisConfig:
-    """How to reach AIStore. ``None`` fields are resolved by :meth:`resolve` (the opener does it).
+    """How to reach AIStore. ``None`` fields are resolved by :meth:`resolve` (the opener does
+    it): argument > ``WDS_CLOUD_AIS_<FIELD>`` > the SDK's variable, if the field has one >
+    default.
 
     Attributes:
-        endpoint: cluster URL; argument > ``AIS_ENDPOINT`` > ``http://localhost:8080``.
-        token: AuthN token; argument > ``AIS_AUTHN_TOKEN`` > none.
-        timeout: seconds, or ``(connect, read)``; None leaves the SDK's default ``(3, 20)``
-            (``AIS_CONNECT_TIMEOUT``/``AIS_READ_TIMEOUT``). A slow inline ETL needs a long read.
+        endpoint: cluster URL; ``AIS_ENDPOINT``; default ``http://localhost:8080``.
+        token: AuthN token; ``AIS_AUTHN_TOKEN``; default none.
+        timeout: seconds, or ``(connect, read)``; 0 is no limit. ``AIS_CONNECT_TIMEOUT`` /
+            ``AIS_READ_TIMEOUT``; default the SDK's ``(3, 20)``. A slow inline ETL needs a
+            long read.
         retries: attempts after the first for failed requests (SDK level for listing and
             writes: connection errors, 429/5xx); for reads, consecutive attempts without a
             new byte (first request and resumes after a broken stream). Default 3.
         backoff: first retry delay in seconds, doubling. Default 0.5.
         stall_timeout: seconds without a new byte before a read gives up with "stalled";
-            argument > ``WDS_CLOUD_AIS_STALL_TIMEOUT`` > 60.
+            default 60.
         etl: default inline ETL name for every read (URL ``?etl=`` and ``open(etl=)`` win).
         etl_args: default ETL arguments; a dict is sent as compact JSON.
         provider: default bucket provider: ``ais`` (default), ``aws``, ``gcp``, ``azure``, ``oci``.
@@ -70,7 +166,10 @@ class AisConfig:
         prefetch: parallel ranged GETs in flight per stream (``WDS_CLOUD_AIS_PREFETCH``); 0
             streams one GET (:mod:`wds_cloud.openers.streams.prefetch`).
         prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_AIS_PREFETCH_CHUNK``).
+        max_backoff: (class attribute) the longest retry delay of reads, 10 s.
     """
+
+    max_backoff = 10.0  # a class attribute, not a field: RetryPolicy.from_config reads it
 
     endpoint: str | None = None
     token: str | None = None
@@ -98,42 +197,14 @@ class AisConfig:
         environ: Mapping[str, str] | None = None,
     ) -> Self:
         """A copy with ``overrides`` applied, then every ``None`` field filled from the
-        environment (``environ``, default ``os.environ``) or the default, and normalised
-        (endpoint without a trailing ``/``, provider canonical, ``etl_args`` as text).
+        environment (``environ``, default ``os.environ``) or the default
+        (:data:`AIS_SETTINGS`), normalised (endpoint without a trailing ``/``, provider
+        canonical, ``etl_args`` as text).
 
         Raises:
             ConfigError: an unknown override, or an invalid value.
         """
-        base = apply_overrides(self, overrides, "AIStore")
-        endpoint: str = env_str("AIS_ENDPOINT", DEFAULT_ENDPOINT, environ=environ)
-        endpoint = base.endpoint or endpoint
-        if not endpoint.startswith(("http://", "https://")):
-            raise ConfigError(f"AIStore endpoint {endpoint!r} must start with http:// or https://")
-        stall: Any = base.stall_timeout
-        source = "AisConfig.stall_timeout"
-        if stall is None:
-            source = "WDS_CLOUD_AIS_STALL_TIMEOUT"
-            stall = env_str(source, DEFAULT_STALL_TIMEOUT, environ=environ)
-        prefetch, chunk = resolve_prefetch(
-            "AIS", base.prefetch, base.prefetch_chunk, environ=environ
-        )
-        resolved = replace(
-            base,
-            prefetch=prefetch,
-            prefetch_chunk=chunk,
-            endpoint=endpoint.rstrip("/"),
-            token=base.token or env_str("AIS_AUTHN_TOKEN", None, environ=environ),
-            retries=3 if base.retries is None else int(base.retries),
-            backoff=0.5 if base.backoff is None else float(base.backoff),
-            stall_timeout=positive_seconds(stall, source),
-            provider=provider_name(base.provider or "ais", "AisConfig.provider"),
-            page_size=0 if base.page_size is None else int(base.page_size),
-            part_size=16 << 20 if base.part_size is None else int(base.part_size),
-            etl_args=etl_args_text(base.etl_args),
-        )
-        if resolved.retries < 0 or resolved.page_size < 0 or resolved.part_size <= 0:  # type: ignore[operator]
-            raise ConfigError(f"retries and page_size must be >= 0 and part_size > 0: {resolved}")
-        return resolved
+        return AIS_SETTINGS.resolve(self, overrides, environ=environ)
 
 
 @dataclass(frozen=True)

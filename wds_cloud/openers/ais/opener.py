@@ -11,10 +11,11 @@ The object name is the URL path, percent-decoded (``%20`` is a space, ``%3F`` a 
 returned by :meth:`AisOpener.list` are encoded the same way, so they round-trip.
 
 Environment (read by :meth:`AisConfig.resolve` when an :class:`AisOpener` is created, never at
-import): ``AIS_ENDPOINT`` (the SDK itself does not read it; default ``http://localhost:8080``),
-``AIS_AUTHN_TOKEN``, ``WDS_CLOUD_AIS_STALL_TIMEOUT`` and ``WDS_CLOUD_AIS_PREFETCH``/``_PREFETCH_CHUNK``. The SDK's own variables (``AIS_CONNECT_TIMEOUT``,
-``AIS_READ_TIMEOUT``, ``AIS_SKIP_VERIFY_CRT``, ``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``,
-``AIS_MAX_CONN_POOL``) apply as usual.
+import): ``WDS_CLOUD_AIS_<FIELD>`` for every field, then ``AIS_ENDPOINT`` (the SDK itself does
+not read it; default ``http://localhost:8080``), ``AIS_AUTHN_TOKEN``, ``AIS_CONNECT_TIMEOUT``
+and ``AIS_READ_TIMEOUT`` (:data:`~wds_cloud.openers.ais.config.AIS_SETTINGS`). The SDK's TLS
+variables (``AIS_SKIP_VERIFY_CRT``, ``AIS_CLIENT_CA``, ``AIS_CRT``/``AIS_CRT_KEY``) and
+``AIS_MAX_CONN_POOL`` apply as usual.
 
 Reads go through :class:`~wds_cloud.openers.streams.resumable.ResumableReader` on an SDK client of their
 own that makes one attempt per request (the read loop retries with ``retries``/``backoff``);
@@ -41,7 +42,7 @@ from wds_cloud.openers.ais.config import (
 )
 from wds_cloud.openers.ais.errors import translate_error
 from wds_cloud.openers.clients import ProcessLocal
-from wds_cloud.openers.streams.backoff import stall_bound
+from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
@@ -117,7 +118,7 @@ class AisOpener:
             ),
             network_retry=Retrying(
                 stop=stop_after_attempt(int(cfg.retries or 0) + 1),
-                wait=wait_exponential(multiplier=cfg.backoff or 0, max=10),
+                wait=wait_exponential(multiplier=cfg.backoff or 0, max=cfg.max_backoff),
                 retry=retry_if_exception_type(NETWORK_RETRY_EXCEPTIONS),
                 reraise=True,
             ),
@@ -272,7 +273,7 @@ class AisOpener:
         reader = ResumableReader(
             fetcher,
             url=url,
-            policy=fetcher.policy(),
+            policy=RetryPolicy.from_config(self.config),
             retry_on=fetcher.retry_on,
             explain=fetcher.explain,
         )
@@ -310,7 +311,7 @@ class AisOpener:
             url=url,
             offset=offset,
             length=length,
-            policy=fetcher.policy(),
+            policy=RetryPolicy.from_config(self.config),
             retry_on=fetcher.retry_on,
             explain=fetcher.explain,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from wds_cloud.openers.ais.read import Fetcher
+from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader, probe_first
 from wds_cloud.openers.streams.resumable import Opened
 
@@ -53,7 +54,7 @@ def open_prefetching(access: AisAccess, cfg: AisConfig, target: AisTarget) -> Pr
         first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
-        policy=probe.policy(),
+        policy=RetryPolicy.from_config(cfg),
         retry_on=probe.retry_on,
         explain=probe.explain,
         version=checksum,

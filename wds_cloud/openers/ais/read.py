@@ -12,8 +12,8 @@ from typing import Any
 import requests
 import urllib3
 
-from wds_cloud.errors import ConfigError, ShardError, ShardReadError
-from wds_cloud.openers.ais.config import AisConfig, AisTarget
+from wds_cloud.errors import ShardError, ShardReadError
+from wds_cloud.openers.ais.config import SDK_TIMEOUT, AisConfig, AisTarget
 from wds_cloud.openers.ais.errors import AisTranslate
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.resumable import (
@@ -25,7 +25,6 @@ from wds_cloud.openers.streams.resumable import (
     content_range_total,
     past_end,
 )
-from wds_cloud.settings import env_float
 
 _TRANSIENT = (429, 500, 502, 503, 504)
 
@@ -47,30 +46,17 @@ class AisAccess:
     translate: AisTranslate
 
 
-def _env_seconds(name: str, default: float) -> float | None:
-    try:
-        value = env_float(name, default)
-    except ConfigError:
-        return default  # the SDK falls back to its default too
-    return value or None  # 0 means "no limit" to the SDK
-
-
 def read_timeouts(config: AisConfig) -> tuple[float, float]:
-    """``(connect, read)`` seconds of object reads: the SDK's resolution of ``timeout``
-    (argument > ``AIS_CONNECT_TIMEOUT``/``AIS_READ_TIMEOUT`` > ``(3, 20)``; 0 is no limit),
-    each clipped to the stall deadline so that no read waits forever."""
-    timeout = config.timeout
+    """``(connect, read)`` seconds of object reads: the config's resolved ``timeout`` (0 is
+    no limit), each clipped to the stall deadline so that no read waits forever."""
+    timeout = SDK_TIMEOUT if config.timeout is None else config.timeout
     connect: float | None
     read: float | None
-    if timeout is None:
-        connect = _env_seconds("AIS_CONNECT_TIMEOUT", 3.0)
-        read = _env_seconds("AIS_READ_TIMEOUT", 20.0)
-    elif isinstance(timeout, tuple):
+    if isinstance(timeout, tuple):
         connect, read = (float(t) or None for t in timeout)
     else:
         connect = read = float(timeout) or None
-    stall = float(config.stall_timeout or 60.0)
-    policy = RetryPolicy(stall_timeout=stall)
+    policy = RetryPolicy.from_config(config)
     return policy.read_timeout(connect), policy.read_timeout(read)
 
 
@@ -135,10 +121,6 @@ class Fetcher:
                 opened.body.close()
                 raise
         return opened
-
-    def policy(self) -> RetryPolicy:
-        """The read loop's policy from the opener's config."""
-        return RetryPolicy.from_config(self.access.config, max_backoff=10.0)
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""

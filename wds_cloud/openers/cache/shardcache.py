@@ -26,11 +26,12 @@ With ``max_bytes`` set, each commit evicts the least recently used files (by acc
 every cache hit refreshes with ``os.utime``) until the total is at most ``max_bytes``; the file just
 added and temporary files are never evicted (:func:`wds_cloud.openers.cache.lru.evict_lru`).
 
-Environment (read when a :class:`ShardCache` is created): ``WDS_CLOUD_CACHE_DIR`` or
-webdataset's ``WDS_CACHE`` (default directory), ``WDS_CLOUD_CACHE_SIZE`` or ``WDS_CACHE_SIZE``
-(default ``max_bytes``, in bytes; ``1e11`` notation and binary units such as ``100G`` are
-accepted), ``WDS_VERBOSE_CACHE=1`` (report every hit, miss, commit and eviction on stderr,
-as webdataset does; they are always logged at DEBUG).
+Environment (read when a :class:`ShardCache` is created, :data:`CACHE_SETTINGS`):
+``WDS_CLOUD_CACHE_DIR`` or webdataset's ``WDS_CACHE`` (default directory),
+``WDS_CLOUD_CACHE_SIZE`` or ``WDS_CACHE_SIZE`` (default ``max_bytes``, in bytes; ``1e11``
+notation and binary units such as ``100G`` are accepted), ``WDS_CLOUD_CACHE_VERBOSE`` or
+``WDS_VERBOSE_CACHE=1`` (report every hit, miss, commit and eviction on stderr, as webdataset
+does; they are always logged at DEBUG), ``WDS_CLOUD_CACHE_DRAIN_BYTES``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -52,36 +53,67 @@ from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
-from wds_cloud.settings import env_bool, env_first, parse_bytes
+from wds_cloud.settings import BOOL, BYTES, ConfigTable, Field, Kind, at_least, bytes_kind
 
 log = logging.getLogger(__name__)
 
 LONG_DIR = "%long"
 _MAX_COMPONENT = 200
 _SAFE = "-._~"
-DIR_VARS = ("WDS_CLOUD_CACHE_DIR", "WDS_CACHE")  # wds_cloud's name first, then webdataset's
-SIZE_VARS = ("WDS_CLOUD_CACHE_SIZE", "WDS_CACHE_SIZE")
 
 
-def env_cache_dir(environ: Any = None) -> str | None:
+def _directory(value: Any) -> str:
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(value)
+    return os.fspath(value)
+
+
+#: How each :class:`ShardCache` setting is resolved: argument > ``WDS_CLOUD_CACHE_<FIELD>`` >
+#: webdataset's variable > default (``docs/openers.md`` has the table in words). ``dir`` is the
+#: ``cache_dir`` argument, ``size`` is ``max_bytes``.
+CACHE_SETTINGS = ConfigTable(
+    section="CACHE",
+    owner="ShardCache",
+    what="cache",
+    fields=(
+        Field(
+            "dir",
+            Kind("a directory", lambda text, source: os.path.expanduser(text), _directory),
+            env=("WDS_CACHE",),
+            argument="cache_dir",
+        ),
+        Field(
+            "size",
+            bytes_kind(fraction=True, exponent=True),
+            env=("WDS_CACHE_SIZE",),
+            argument="max_bytes",
+        ),
+        Field("verbose", BOOL, False, env=("WDS_VERBOSE_CACHE",)),
+        Field("drain_bytes", BYTES, 1 << 20, checks=(at_least(0),)),
+    ),
+)
+
+
+def _setting(name: str, environ: Mapping[str, str] | None) -> Any:
+    return CACHE_SETTINGS.values({}, environ=environ)[name]
+
+
+def env_cache_dir(environ: Mapping[str, str] | None = None) -> str | None:
     """The cache directory the environment asks for (``WDS_CLOUD_CACHE_DIR``, ``WDS_CACHE``)."""
-    found = env_first(DIR_VARS, environ)
-    return None if found is None else os.path.expanduser(found[1])
+    directory: str | None = _setting("dir", environ)
+    return directory
 
 
-def env_cache_size(environ: Any = None) -> int | None:
+def env_cache_size(environ: Mapping[str, str] | None = None) -> int | None:
     """The cache size bound the environment asks for (``WDS_CLOUD_CACHE_SIZE``,
     ``WDS_CACHE_SIZE``), in bytes (:func:`~wds_cloud.settings.parse_bytes`: ``1e11`` notation,
-    binary units such as ``100G``, and a sign are accepted; ``<= 0`` means no bound).
+    fractions, binary units such as ``100G``, and a sign are accepted; ``<= 0`` means no bound).
 
     Raises:
         ConfigError: the value is not a byte count.
     """
-    found = env_first(SIZE_VARS, environ)
-    if found is None:
-        return None
-    name, raw = found
-    return parse_bytes(raw, name, exponent=True, signed=True)  # <= 0: no bound
+    size: int | None = _setting("size", environ)
+    return size
 
 
 def cache_name(url: str) -> str:
@@ -211,14 +243,18 @@ class ShardCache:
         max_bytes: size bound for the cached files; env ``WDS_CLOUD_CACHE_SIZE`` or
             ``WDS_CACHE_SIZE``; None or ``<= 0`` means unbounded.
         registry: the opener registry used for misses (the default registry when None).
-        drain_bytes: how much more is read on an early ``close()`` to complete the file.
+        drain_bytes: how much more is read on an early ``close()`` to complete the file; env
+            ``WDS_CLOUD_CACHE_DRAIN_BYTES``; default 1 MiB.
         verbose: report hits, misses, commits and evictions on stderr; env
-            ``WDS_VERBOSE_CACHE`` (``1`` or any non-zero integer).
+            ``WDS_CLOUD_CACHE_VERBOSE`` or ``WDS_VERBOSE_CACHE`` (a boolean: ``1`` or any
+            non-zero integer, ``true``/``yes``/``on``).
+        environ: the environment to read (``os.environ`` when None).
         url_to_name: ``url_to_name(url)`` gives the cache file's path relative to
             ``cache_dir`` (``/``-separated); default :func:`cache_name`.
 
     Raises:
-        ConfigError: no directory given and neither variable set, or a bad size.
+        ConfigError: no directory given and neither variable set, or a bad value (naming
+            its variable or argument).
     """
 
     def __init__(
@@ -227,23 +263,26 @@ class ShardCache:
         *,
         max_bytes: int | None = None,
         registry: OpenerRegistry | None = None,
-        drain_bytes: int = 1 << 20,
+        drain_bytes: int | None = None,
         verbose: bool | None = None,
         url_to_name: Callable[[str], str] | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        if cache_dir is None:
-            cache_dir = env_cache_dir()
-            if cache_dir is None:
-                raise ConfigError("ShardCache needs cache_dir= or WDS_CLOUD_CACHE_DIR (WDS_CACHE)")
-        if max_bytes is None:
-            max_bytes = env_cache_size()
-        if verbose is None:
-            verbose = env_bool("WDS_VERBOSE_CACHE", False)
-        self.cache_dir = os.path.abspath(os.fspath(cache_dir))
-        self.max_bytes = max_bytes if max_bytes and max_bytes > 0 else None
+        given = {
+            "dir": cache_dir,
+            "size": max_bytes,
+            "verbose": verbose,
+            "drain_bytes": drain_bytes,
+        }
+        values = CACHE_SETTINGS.values(given, environ=environ)
+        if values["dir"] is None:
+            raise ConfigError("ShardCache needs cache_dir= or WDS_CLOUD_CACHE_DIR (WDS_CACHE)")
+        size: int | None = values["size"]
+        self.cache_dir = os.path.abspath(values["dir"])
+        self.max_bytes = size if size and size > 0 else None
         self.registry = registry
-        self.drain_bytes = drain_bytes
-        self.verbose = verbose
+        self.drain_bytes: int = values["drain_bytes"]
+        self.verbose: bool = values["verbose"]
         self.url_to_name = url_to_name
 
     def note(self, event: str, url: str, path: str) -> None:

@@ -1,25 +1,65 @@
 """Configuration of the GCS backend: :class:`GcsConfig` and how it is resolved.
 
-Order (first match wins): explicit argument > ``WDS_CLOUD_GCS_<FIELD>`` > the SDK's own variable
-(``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``STORAGE_EMULATOR_HOST``) >
-default. The environment is read when :meth:`GcsConfig.resolve` runs (opener construction),
-never at import.
+Order (first match wins), :data:`GCS_SETTINGS`: explicit argument > ``WDS_CLOUD_GCS_<FIELD>`` >
+the SDK's own variable (``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_APPLICATION_CREDENTIALS``,
+``STORAGE_EMULATOR_HOST``) > default. The environment is read when :meth:`GcsConfig.resolve`
+runs (opener construction), never at import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, Self
 
-from wds_cloud.errors import ConfigError
-from wds_cloud.openers.streams.backoff import positive_seconds
-from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, resolve_prefetch
+from wds_cloud.openers.streams.backoff import DEFAULT_READ_TIMEOUT, retry_fields
+from wds_cloud.openers.streams.prefetch import PREFETCH_FIELDS
 from wds_cloud.openers.streams.resumable import TranslateError
 from wds_cloud.redact import config_repr
-from wds_cloud.settings import apply_overrides, env_first, parse_bool, parse_float, parse_int
+from wds_cloud.settings import (
+    BOOL,
+    BYTES,
+    INT,
+    SECONDS,
+    TEXT,
+    ConfigTable,
+    Field,
+    Kind,
+    at_least,
+    multiple_of,
+)
 
-_ENV_PREFIX = "WDS_CLOUD_GCS_"
+CHUNK_STEP = 256 << 10  # resumable uploads send multiples of 256 KiB
+
+
+def _endpoint(text: str, source: str) -> str:
+    """An endpoint without a trailing ``/``; ``host:port`` gets ``http://``."""
+    endpoint = text.rstrip("/")
+    return endpoint if "://" in endpoint or not endpoint.strip() else "http://" + endpoint
+
+
+#: How each :class:`GcsConfig` field is resolved (``docs/gcs.md`` has the table in words).
+GCS_SETTINGS = ConfigTable(
+    section="GCS",
+    owner="GcsConfig",
+    what="GCS",
+    fields=(
+        Field("project", TEXT, env=("GOOGLE_CLOUD_PROJECT",)),
+        Field("credentials", TEXT, env=("GOOGLE_APPLICATION_CREDENTIALS",)),
+        Field("endpoint", Kind("an endpoint URL", _endpoint), env=("STORAGE_EMULATOR_HOST",)),
+        Field(
+            "anonymous",
+            BOOL,
+            derive=lambda v: bool(v["endpoint"]) and not v["credentials"],
+        ),
+        *retry_fields(retries=5, backoff=0.2),
+        Field("chunk_size", BYTES, 16 << 20, checks=(at_least(1), multiple_of(CHUNK_STEP))),
+        Field("connect_timeout", SECONDS, 10.0),
+        Field("read_timeout", SECONDS, DEFAULT_READ_TIMEOUT),
+        Field("page_size", INT, 1000, checks=(at_least(1),)),
+        *PREFETCH_FIELDS,
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +91,10 @@ class GcsConfig:
         prefetch: parallel ranged media GETs in flight per stream
             (``WDS_CLOUD_GCS_PREFETCH``); 0 streams one GET (:mod:`wds_cloud.openers.streams.prefetch`).
         prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_GCS_PREFETCH_CHUNK``).
+        max_backoff: (class attribute) the longest retry delay of reads, 5 s.
     """
+
+    max_backoff = 5.0  # a class attribute, not a field: RetryPolicy.from_config reads it
 
     project: str | None = None
     credentials: str | None = None
@@ -77,77 +120,13 @@ class GcsConfig:
         environ: Mapping[str, str] | None = None,
     ) -> Self:
         """A copy with ``overrides`` applied, then every ``None`` field filled from the
-        environment (``environ``, default ``os.environ``), then the defaults.
+        environment (``environ``, default ``os.environ``), then the defaults
+        (:data:`GCS_SETTINGS`).
 
         Raises:
             ConfigError: an unknown override, or an invalid value (argument or environment).
         """
-        base = apply_overrides(self, overrides, "GCS")
-        defaults: dict[str, Any] = {
-            "retries": 5,
-            "backoff": 0.2,
-            "chunk_size": 16 << 20,
-            "connect_timeout": 10.0,
-            "read_timeout": 20.0,
-            "stall_timeout": 60.0,
-            "page_size": 1000,
-        }
-        sdk_env = {
-            "project": "GOOGLE_CLOUD_PROJECT",
-            "credentials": "GOOGLE_APPLICATION_CREDENTIALS",
-            "endpoint": "STORAGE_EMULATOR_HOST",
-        }
-        values: dict[str, Any] = {}
-        for f in fields(base):
-            if f.name in PREFETCH_OPTIONS:
-                continue
-            value = getattr(base, f.name)
-            source = f"GcsConfig.{f.name}"
-            if value is None:
-                names = [_ENV_PREFIX + f.name.upper()]
-                if f.name in sdk_env:
-                    names.append(sdk_env[f.name])
-                found = env_first(names, environ)
-                if found is not None:
-                    source, value = found
-            if value is None:
-                value = defaults.get(f.name)
-            values[f.name] = _coerce(f.name, value, source)
-        values["prefetch"], values["prefetch_chunk"] = resolve_prefetch(
-            "GCS", base.prefetch, base.prefetch_chunk, environ=environ
-        )
-        if values["anonymous"] is None:
-            values["anonymous"] = bool(values["endpoint"]) and not values["credentials"]
-        if values["endpoint"]:
-            endpoint = str(values["endpoint"]).rstrip("/")
-            if "://" not in endpoint:
-                endpoint = "http://" + endpoint
-            values["endpoint"] = endpoint
-        return replace(base, **values)
-
-
-def _coerce(name: str, value: Any, source: str) -> Any:
-    if name == "stall_timeout" and value is not None:
-        return positive_seconds(value, source)
-    if value is None or not isinstance(value, str):
-        if (
-            name in ("retries", "chunk_size", "page_size")
-            and value is not None
-            and (not isinstance(value, int) or value < 0)
-        ):
-            raise ConfigError(f"{source} must be a non-negative integer, got {value!r}")
-        if name == "chunk_size" and value is not None and (value <= 0 or value % (256 << 10)):
-            raise ConfigError(f"{source} must be a positive multiple of 262144, got {value}")
-        if name == "page_size" and value is not None and value == 0:
-            raise ConfigError(f"{source} must be positive")
-        return value
-    if name == "anonymous":
-        return parse_bool(value, source)
-    if name in ("retries", "chunk_size", "page_size"):
-        return _coerce(name, parse_int(value, source), source)
-    if name in ("backoff", "connect_timeout", "read_timeout"):
-        return parse_float(value, source)
-    return value
+        return GCS_SETTINGS.resolve(self, overrides, environ=environ)
 
 
 @dataclass(frozen=True)

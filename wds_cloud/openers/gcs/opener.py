@@ -32,8 +32,8 @@ from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.gcs.config import GcsAccess, GcsConfig
 from wds_cloud.openers.gcs.errors import DEFAULT_ENDPOINT, translate_error
 from wds_cloud.openers.gcs.read import GcsReader, MediaFetch, read_errors
-from wds_cloud.openers.gcs.retry import media_timeout, policy, request_timeout, sdk_retry
-from wds_cloud.openers.streams.backoff import stall_bound
+from wds_cloud.openers.gcs.retry import media_timeout, request_timeout, sdk_retry
+from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import read_span
 from wds_cloud.settings import reject_unknown_options
@@ -228,7 +228,7 @@ class GcsOpener:
         reader = GcsReader(
             fetch,
             url=url,
-            policy=policy(self.config),
+            policy=RetryPolicy.from_config(self.config),
             retry_on=read_errors(),
             explain=fetch.explain,
         )
@@ -261,7 +261,7 @@ class GcsOpener:
             url=url,
             offset=offset,
             length=length,
-            policy=policy(self.config),
+            policy=RetryPolicy.from_config(self.config),
             retry_on=read_errors(),
             explain=fetch.explain,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.openers.gcs.read import MediaFetch, read_errors
-from wds_cloud.openers.gcs.retry import policy
+from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader, probe_first
 from wds_cloud.openers.streams.resumable import Opened
 
@@ -69,7 +69,7 @@ def open_prefetching(
         first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
-        policy=policy(cfg),
+        policy=RetryPolicy.from_config(cfg),
         retry_on=read_errors(),
         explain=probe.explain,
         version=generation,

@@ -1,7 +1,7 @@
 """Retries and timeouts of the GCS backend, from a resolved :class:`GcsConfig`.
 
-Object reads retry in the one read loop (:func:`policy`, with :func:`media_timeout` per socket
-read); metadata, listing and upload requests go through the SDK with :func:`sdk_retry` and
+Object reads retry in the one read loop (``RetryPolicy.from_config(config)``, with
+:func:`media_timeout` per socket read); metadata, listing and upload requests go through the SDK with :func:`sdk_retry` and
 :func:`request_timeout`.
 """
 
@@ -13,12 +13,7 @@ from wds_cloud.openers.gcs.config import GcsConfig
 from wds_cloud.openers.gcs.errors import transient
 from wds_cloud.openers.streams.backoff import RetryPolicy
 
-__all__ = ["media_timeout", "policy", "request_timeout", "sdk_retry"]
-
-
-def policy(config: GcsConfig) -> RetryPolicy:
-    """The retry policy of the read loop."""
-    return RetryPolicy.from_config(config, max_backoff=5.0)
+__all__ = ["media_timeout", "request_timeout", "sdk_retry"]
 
 
 def request_timeout(config: GcsConfig) -> tuple[float, float]:
@@ -29,7 +24,7 @@ def request_timeout(config: GcsConfig) -> tuple[float, float]:
 def media_timeout(config: GcsConfig) -> tuple[float, float]:
     """``(connect, read)`` seconds of object reads: the read clipped to the stall deadline."""
     connect, read = request_timeout(config)
-    return connect, policy(config).read_timeout(read)
+    return connect, RetryPolicy.from_config(config).read_timeout(read)
 
 
 def sdk_retry(config: GcsConfig) -> Any:
@@ -37,7 +32,7 @@ def sdk_retry(config: GcsConfig) -> Any:
 
     At most ``retries`` transient failures (connection errors, timeouts, 429, 5xx) are
     retried per call (per upload for writers), with exponential backoff from ``backoff``
-    up to 5 s; there is no overall deadline, so a slow but healthy request is never cut.
+    up to ``max_backoff`` (5 s); there is no overall deadline, so a slow but healthy request is never cut.
     """
     retries = int(config.retries or 0)
     if not retries:
@@ -53,7 +48,7 @@ def sdk_retry(config: GcsConfig) -> Any:
         return budget[0] >= 0
 
     backoff = float(config.backoff or 0.0)
-    delays: dict[str, Any] = {"initial": backoff, "maximum": 5.0, "multiplier": 2.0}
+    delays: dict[str, Any] = {"initial": backoff, "maximum": config.max_backoff, "multiplier": 2.0}
     try:
         return Retry(predicate=predicate, timeout=None, **delays)
     except TypeError:  # google-api-core before "timeout" called the overall limit "deadline"

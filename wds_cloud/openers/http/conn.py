@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from wds_cloud.errors import ConfigError, ShardOpenError
-from wds_cloud.openers.http.config import HttpConfig, policy
+from wds_cloud.openers.http.config import HttpConfig
+from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.resumable import NETWORK_ERRORS
 from wds_cloud.redact import redact_url
 
@@ -66,7 +67,7 @@ def connect(config: HttpConfig, url: str) -> tuple[http.client.HTTPConnection, s
     conn_cls = (
         http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     )
-    timeout = policy(config).read_timeout(config.timeout)
+    timeout = RetryPolicy.from_config(config).read_timeout(config.timeout)
     conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
     target = parts.path or "/"
     if parts.query:
@@ -79,7 +80,7 @@ def get(
 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     """GET ``url``, following redirects; network errors propagate raw."""
     current = url
-    for _ in range(config.max_redirects + 1):
+    for _ in range(int(config.max_redirects or 0) + 1):
         conn, target = connect(config, current)
         try:
             conn.request("GET", target, headers=headers)

@@ -1,6 +1,8 @@
 """``http://`` and ``https://`` shards, streamed with the standard library's ``http.client``.
 
-No SDK, no curl. Environment, read when an :class:`HttpOpener` is created:
+No SDK, no curl. Environment, read when an :class:`HttpOpener` is created
+(:data:`~wds_cloud.openers.http.config.HTTP_SETTINGS`; durations such as ``20``, ``30s``,
+``500ms``):
 
 - ``WDS_CLOUD_HTTP_TIMEOUT``: socket timeout in seconds for connect and each read (default 20;
   never more than the stall timeout).
@@ -12,6 +14,7 @@ No SDK, no curl. Environment, read when an :class:`HttpOpener` is created:
   default) after its last byte.
 - ``WDS_CLOUD_HTTP_PREFETCH`` / ``WDS_CLOUD_HTTP_PREFETCH_CHUNK``: parallel ranged GETs per
   stream and their size (:mod:`wds_cloud.openers.http.prefetch`; default 0, one GET).
+- ``WDS_CLOUD_HTTP_HEADERS`` (a JSON object) and ``WDS_CLOUD_HTTP_MAX_REDIRECTS`` (default 10).
 
 Bodies are read through :class:`~wds_cloud.openers.streams.resumable.ResumableReader` with
 ``HTTPResponse.read1`` (one socket read per call), so bytes received before a reset are kept. A
@@ -31,7 +34,7 @@ from typing import Any
 
 from wds_cloud.errors import ConfigError, ShardReadError
 from wds_cloud.openers.clients import ProcessLocal
-from wds_cloud.openers.http.config import HttpConfig, policy
+from wds_cloud.openers.http.config import HttpConfig
 from wds_cloud.openers.http.conn import (
     RETRY_ON,
     SCHEMES,
@@ -42,7 +45,7 @@ from wds_cloud.openers.http.conn import (
 )
 from wds_cloud.openers.http.errors import explain, status_error
 from wds_cloud.openers.http.read import Pool, first_ranged, read_range
-from wds_cloud.openers.streams.backoff import stall_bound
+from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import Opened, ResumableReader, RetryableError
 from wds_cloud.openers.streams.stream import ReadStream
@@ -157,7 +160,7 @@ class HttpOpener:
         if cfg.prefetch:
             from wds_cloud.openers.http.prefetch import open_prefetching
 
-            headers = {**self.config.headers, **dict(options.get("headers") or {})}
+            headers = {**(self.config.headers or {}), **dict(options.get("headers") or {})}
             stream = open_prefetching(
                 cfg, self.client(), url, {"Accept-Encoding": "identity", **headers}
             )
@@ -192,7 +195,7 @@ class HttpOpener:
         return self._stream(url, offset, options)
 
     def _stream(self, url: str, offset: int, options: dict[str, Any]) -> ResumableReader:
-        headers = {**self.config.headers, **dict(options.get("headers") or {})}
+        headers = {**(self.config.headers or {}), **dict(options.get("headers") or {})}
         headers.setdefault("Accept-Encoding", "identity")
         pin: Pin | None = None
 
@@ -211,7 +214,7 @@ class HttpOpener:
         reader = ResumableReader(
             fetch,
             url=url,
-            policy=policy(self.config),
+            policy=RetryPolicy.from_config(self.config),
             retry_on=RETRY_ON,
             explain=explain,
             sleep=self._sleep,

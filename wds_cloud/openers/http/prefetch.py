@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from wds_cloud.errors import ShardReadError
+from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader
 from wds_cloud.openers.streams.resumable import Opened, RetryableError, check_content_range
 from wds_cloud.redact import redact_url
@@ -39,7 +40,6 @@ def open_prefetching(
         url: ``http(s)://`` URL.
         headers: request headers of this call (``Accept-Encoding: identity`` included).
     """
-    from wds_cloud.openers.http.config import policy
     from wds_cloud.openers.http.conn import RETRY_ON
     from wds_cloud.openers.http.errors import explain
     from wds_cloud.openers.http.read import PooledBody, pooled_get
@@ -67,7 +67,7 @@ def open_prefetching(
         first=first,
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
-        policy=policy(cfg),
+        policy=RetryPolicy.from_config(cfg),
         retry_on=RETRY_ON,
         explain=explain,
         version=validator,

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from wds_cloud.errors import ShardOpenError, ShardReadError
-from wds_cloud.openers.http.config import HttpConfig, policy
+from wds_cloud.openers.http.config import HttpConfig
 from wds_cloud.openers.http.conn import (
     REDIRECTS,
     RETRY_ON,
@@ -37,6 +37,7 @@ from wds_cloud.openers.http.conn import (
     get,
 )
 from wds_cloud.openers.http.errors import explain, status_error
+from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.resumable import (
     Opened,
     check_content_range,
@@ -171,7 +172,7 @@ def read_range(
         ShardReadError: the object is shorter, it changed between requests, or the read failed.
         ShardOpenError: any other error status.
     """
-    headers = {**config.headers, **dict(options.get("headers") or {})}
+    headers = {**(config.headers or {}), **dict(options.get("headers") or {})}
     headers.setdefault("Accept-Encoding", "identity")
     pin: Pin | None = None
 
@@ -214,7 +215,7 @@ def read_range(
         url=url,
         offset=offset,
         length=length,
-        policy=policy(config),
+        policy=RetryPolicy.from_config(config),
         retry_on=RETRY_ON,
         explain=explain,
     )

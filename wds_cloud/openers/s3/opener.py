@@ -30,8 +30,8 @@ from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
 from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.s3.config import MIN_PART_SIZE, S3Access, S3Config, split_s3_url
 from wds_cloud.openers.s3.errors import read_errors, s3_request, translate_error
-from wds_cloud.openers.s3.read import ObjectFetch, policy
-from wds_cloud.openers.streams.backoff import stall_bound
+from wds_cloud.openers.s3.read import ObjectFetch
+from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
@@ -97,7 +97,7 @@ class S3Opener:
         return self._read_client.get(self._make_read_client)
 
     def _make_read_client(self) -> Any:
-        timeout = policy(self.config).read_timeout(self.config.read_timeout)
+        timeout = RetryPolicy.from_config(self.config).read_timeout(self.config.read_timeout)
         return self._make_client(1, timeout)
 
     def _make_client(self, attempts: int, read_timeout: float | None) -> Any:
@@ -182,7 +182,11 @@ class S3Opener:
     ) -> ResumableReader:
         fetch = ObjectFetch(self.access(), url, bucket, key)
         reader = ResumableReader(
-            fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
+            fetch,
+            url=url,
+            policy=RetryPolicy.from_config(cfg),
+            retry_on=read_errors(),
+            explain=fetch.explain,
         )
         return reader.start()
 
@@ -207,7 +211,11 @@ class S3Opener:
             raise ConfigError(f"URL {url!r} names a bucket, not an object")
         fetch = ObjectFetch(self.access(), url, bucket, key)
         reader = ResumableReader(
-            fetch, url=url, policy=policy(cfg), retry_on=read_errors(), explain=fetch.explain
+            fetch,
+            url=url,
+            policy=RetryPolicy.from_config(cfg),
+            retry_on=read_errors(),
+            explain=fetch.explain,
         )
         reader.position = offset
         return reader.start()
@@ -239,7 +247,7 @@ class S3Opener:
             url=url,
             offset=offset,
             length=length,
-            policy=policy(cfg),
+            policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
         )

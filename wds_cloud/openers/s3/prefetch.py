@@ -17,6 +17,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from wds_cloud.openers.s3.errors import read_errors, s3_request
+from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader
 from wds_cloud.openers.streams.resumable import Opened, check_content_range
 
@@ -48,7 +49,7 @@ def open_prefetching(
     chunk = int(cfg.prefetch_chunk or 1)
     if size <= chunk:
         return None
-    from wds_cloud.openers.s3.read import explain, policy
+    from wds_cloud.openers.s3.read import explain
 
     etag = head["ETag"]
     return PrefetchReader(
@@ -57,7 +58,7 @@ def open_prefetching(
         span=functools.partial(_span, access, url, bucket, key, etag),
         parts=max(1, int(cfg.prefetch or 1)),
         part_size=chunk,
-        policy=policy(cfg),
+        policy=RetryPolicy.from_config(cfg),
         retry_on=read_errors(),
         explain=functools.partial(explain, access.translate, url),
         version=etag,

@@ -2,7 +2,7 @@
 
 :class:`ObjectFetch` is the ``fetch(offset)`` of a streaming read (the first ``GetObject``
 learns the ETag, every resume sends ``IfMatch`` and ``Range: bytes=N-``); the prefetch chunks of
-:mod:`wds_cloud.openers.s3.prefetch` use :func:`raw_body` and :func:`policy` from here too.
+:mod:`wds_cloud.openers.s3.prefetch` use :func:`raw_body` from here too.
 Each request runs in :func:`~wds_cloud.openers.s3.errors.s3_request`: throttling and 5xx
 answers (the read client makes one attempt per request) become
 :class:`~wds_cloud.openers.streams.resumable.RetryableError`, retried by the read loop.
@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.openers.s3.errors import error_code, s3_request
-from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.resumable import (
     Body,
     Opened,
@@ -30,12 +29,7 @@ except ImportError:  # pragma: no cover - without the extra nothing here runs (n
     pass
 
 if TYPE_CHECKING:
-    from wds_cloud.openers.s3.config import S3Access, S3Config
-
-
-def policy(cfg: S3Config) -> RetryPolicy:
-    """The retry policy of reads under ``cfg`` (resolved)."""
-    return RetryPolicy.from_config(cfg, max_backoff=5.0)
+    from wds_cloud.openers.s3.config import S3Access
 
 
 class _SmallReads:

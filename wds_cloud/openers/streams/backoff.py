@@ -21,14 +21,33 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.settings import INT, SECONDS, Field, above, at_least
 
 #: Default seconds without a new byte before a read gives up (every network backend).
 DEFAULT_STALL_TIMEOUT = 60.0
 #: Default seconds one socket read may wait (S3, GCS, HTTP; AIStore keeps its SDK's 20 s).
 DEFAULT_READ_TIMEOUT = 20.0
+
+
+class RetrySettings(Protocol):
+    """What :meth:`RetryPolicy.from_config` reads: a backend config (``S3Config``, ``GcsConfig``,
+    ``HttpConfig``, ``AisConfig``) with :func:`retry_fields` and a class attribute
+    ``max_backoff``."""
+
+    @property
+    def max_backoff(self) -> float: ...
+
+    @property
+    def retries(self) -> int | None: ...
+
+    @property
+    def backoff(self) -> float | None: ...
+
+    @property
+    def stall_timeout(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -54,14 +73,21 @@ class RetryPolicy:
             raise ConfigError(f"stall_timeout must be > 0 seconds, got {self.stall_timeout}")
 
     @classmethod
-    def from_config(cls, config: Any, *, max_backoff: float) -> RetryPolicy:
-        """The policy of a resolved backend config (its ``retries``, ``backoff`` and
-        ``stall_timeout``; unset ones count as 0, 0 and the default stall timeout)."""
+    def from_config(cls, config: RetrySettings) -> RetryPolicy:
+        """The policy of a resolved backend config: its ``retries``, ``backoff`` and
+        ``stall_timeout`` fields and its class's ``max_backoff`` (the one way every backend
+        builds its read loop's policy).
+
+        Raises:
+            ConfigError: a field is unresolved (None) or out of range.
+        """
+        if config.retries is None or config.backoff is None or config.stall_timeout is None:
+            raise ConfigError(f"resolve the config before building its retry policy: {config}")
         return cls(
-            retries=int(config.retries or 0),
-            backoff=float(config.backoff or 0.0),
-            max_backoff=max_backoff,
-            stall_timeout=float(config.stall_timeout or DEFAULT_STALL_TIMEOUT),
+            retries=config.retries,
+            backoff=config.backoff,
+            max_backoff=config.max_backoff,
+            stall_timeout=config.stall_timeout,
         )
 
     def read_timeout(self, read_timeout: float | None) -> float:
@@ -82,19 +108,15 @@ def stall_bound(stall_timeout: float, connect_timeout: float, read_timeout: floa
     return stall_timeout + connect_timeout + 2 * read
 
 
-def positive_seconds(value: Any, source: str) -> float:
-    """``value`` as a number of seconds > 0 (for ``stall_timeout`` settings).
-
-    Raises:
-        ConfigError: not a number, or not positive.
-    """
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{source}={value!r} is not a number of seconds") from None
-    if not seconds > 0:
-        raise ConfigError(f"{source} must be > 0 seconds, got {value!r}")
-    return seconds
+def retry_fields(*, retries: int, backoff: float) -> tuple[Field, ...]:
+    """The settings every network backend's config has for its read loop, with its defaults:
+    ``retries`` (an integer >= 0), ``backoff`` (seconds) and ``stall_timeout`` (seconds > 0,
+    default :data:`DEFAULT_STALL_TIMEOUT`)."""
+    return (
+        Field("retries", INT, retries, checks=(at_least(0),)),
+        Field("backoff", SECONDS, backoff),
+        Field("stall_timeout", SECONDS, DEFAULT_STALL_TIMEOUT, checks=(above(0),)),
+    )
 
 
 class Backoff:

@@ -18,10 +18,11 @@ only attempts without progress, and a part that gets no byte for ``stall_timeout
 joins the threads; a socket read already in flight finishes first (at most one per thread,
 bounded by the read timeout), so no thread outlives the stream.
 
-Settings (the same two fields on every backend config, ``S3Config``, ``HttpConfig``,
-``GcsConfig``, ``AisConfig``; environment ``WDS_CLOUD_<BACKEND>_PREFETCH`` and
+Settings (the same two fields, :data:`PREFETCH_FIELDS`, on every backend config, ``S3Config``,
+``HttpConfig``, ``GcsConfig``, ``AisConfig``; environment ``WDS_CLOUD_<BACKEND>_PREFETCH`` and
 ``..._PREFETCH_CHUNK``; ``open(url, prefetch=, prefetch_chunk=)`` per call): ``prefetch`` is the
-number of parts in flight (0 streams one GET), ``prefetch_chunk`` the part size in bytes.
+number of parts in flight (0 streams one GET), ``prefetch_chunk`` the part size in bytes
+(``4194304``, ``4M``).
 See ``docs/openers.md`` ("Parallel ranged reads") for the measured defaults.
 """
 
@@ -44,14 +45,14 @@ from wds_cloud.openers.streams.resumable import (
     content_range_total,
 )
 from wds_cloud.redact import redact_url
-from wds_cloud.settings import env_int
+from wds_cloud.settings import BYTES, INT, Field, at_least
 
 __all__ = [
     "DEFAULT_PREFETCH",
     "DEFAULT_PREFETCH_CHUNK",
+    "PREFETCH_FIELDS",
     "PREFETCH_OPTIONS",
     "PrefetchReader",
-    "resolve_prefetch",
     "split_prefetch_options",
 ]
 
@@ -65,44 +66,12 @@ DEFAULT_PREFETCH_CHUNK = 4 << 20
 PREFETCH_OPTIONS = ("prefetch", "prefetch_chunk")
 
 
-def resolve_prefetch(
-    label: str,
-    prefetch: Any,
-    chunk: Any,
-    *,
-    environ: Mapping[str, str] | None = None,
-) -> tuple[int, int]:
-    """``(prefetch, prefetch_chunk)`` resolved: value > ``WDS_CLOUD_<LABEL>_PREFETCH`` /
-    ``WDS_CLOUD_<LABEL>_PREFETCH_CHUNK`` > :data:`DEFAULT_PREFETCH` / :data:`DEFAULT_PREFETCH_CHUNK`.
-
-    Args:
-        label: the backend's environment prefix word (``HTTP``, ``GCS``, ``AIS``).
-        prefetch: the config's value, or None.
-        chunk: the config's value, or None.
-        environ: the environment (default ``os.environ``).
-
-    Raises:
-        ConfigError: not an integer, a negative ``prefetch`` or a ``prefetch_chunk`` below 1.
-    """
-    out: list[int] = []
-    for name, value, default, least in (
-        ("prefetch", prefetch, DEFAULT_PREFETCH, 0),
-        ("prefetch_chunk", chunk, DEFAULT_PREFETCH_CHUNK, 1),
-    ):
-        what = f"{label} {name}"
-        if value is None:
-            variable = f"WDS_CLOUD_{label}_{name.upper()}"
-            what = f"{what} from {variable}"
-            value = env_int(variable, default, environ=environ)
-        if isinstance(value, bool) or not isinstance(value, int):
-            try:
-                value = int(str(value).strip())
-            except ValueError:
-                raise ConfigError(f"{what} must be an integer, got {value!r}") from None
-        if value < least:
-            raise ConfigError(f"{what} must be at least {least}, got {value}")
-        out.append(value)
-    return out[0], out[1]
+#: The two settings of every backend config (``WDS_CLOUD_<BACKEND>_PREFETCH`` and
+#: ``..._PREFETCH_CHUNK``): parts in flight (an integer >= 0) and bytes per part (>= 1).
+PREFETCH_FIELDS = (
+    Field("prefetch", INT, DEFAULT_PREFETCH, checks=(at_least(0),)),
+    Field("prefetch_chunk", BYTES, DEFAULT_PREFETCH_CHUNK, checks=(at_least(1),)),
+)
 
 
 def split_prefetch_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

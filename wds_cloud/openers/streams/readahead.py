@@ -14,8 +14,9 @@ that declares it, see :mod:`wds_cloud.openers.capabilities`); local files (memor
 ``pipe:`` (the subprocess already runs in parallel) and openers without ``remote = True`` are
 left as they are.
 
-Setting: bytes in flight per stream, ``WDS_CLOUD_READAHEAD`` (an integer, optionally with a
-``K``/``M``/``G`` suffix for KiB/MiB/GiB) or ``OpenerRegistry(readahead=...)``; default 16 MiB;
+Setting: bytes in flight per stream, ``WDS_CLOUD_READAHEAD`` (a whole byte count, optionally
+with a binary unit: ``16M``, ``512K``, :func:`~wds_cloud.settings.parse_bytes`) or
+``OpenerRegistry(readahead=...)``; default 16 MiB;
 ``0`` switches both read-ahead and next-shard opening off. Memory: at most ``limit + 1 MiB``
 per open stream, and a shard reader holds two streams while the next shard is opened early, so
 ``2 * (limit + 1 MiB)`` per DataLoader worker (34 MiB at the default), on top of the backend's
@@ -36,20 +37,27 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from wds_cloud.errors import ConfigError, ShardError, ShardReadError
+from wds_cloud.errors import ShardError, ShardReadError
 from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
-from wds_cloud.settings import env_str, parse_bytes
+from wds_cloud.settings import BYTES, ConfigTable, Field, at_least
 
 #: Bytes in flight per stream when neither the argument nor ``WDS_CLOUD_READAHEAD`` says.
 DEFAULT_READAHEAD = 16 << 20
-#: The environment variable of the setting.
-READAHEAD_ENV = "WDS_CLOUD_READAHEAD"
 
 _PIECE = 1 << 20  # the most one background read asks for
 _JOIN_SECONDS = 5.0  # how long close() waits for the socket read in progress
 
 T = TypeVar("T")
+
+
+#: The setting, resolved like a backend config's field (``WDS_CLOUD_READAHEAD``).
+READAHEAD_SETTINGS = ConfigTable(
+    section="",
+    owner="OpenerRegistry",
+    what="read-ahead",
+    fields=(Field("readahead", BYTES, DEFAULT_READAHEAD, checks=(at_least(0),)),),
+)
 
 
 def readahead_bytes(
@@ -62,26 +70,9 @@ def readahead_bytes(
         environ: the environment to read (``os.environ`` when None).
 
     Raises:
-        ConfigError: not a non-negative integer with an optional K/M/G suffix.
+        ConfigError: not a whole number of bytes >= 0 with an optional binary unit.
     """
-    source = "argument"
-    if value is None:
-        value, source = env_str(READAHEAD_ENV, None, environ=environ), READAHEAD_ENV
-        if value is None:
-            return DEFAULT_READAHEAD
-    if isinstance(value, bool):
-        raise ConfigError(f"read-ahead from {source} must be a number of bytes, got {value!r}")
-    if isinstance(value, int):
-        number = value
-    else:
-        try:
-            number = parse_bytes(str(value), source, fraction=False)
-        except ConfigError:
-            raise ConfigError(
-                f"read-ahead from {source} must be bytes like 16777216 or 16M, got {value!r}"
-            ) from None
-    if number < 0:
-        raise ConfigError(f"read-ahead from {source} must be >= 0 bytes, got {value!r}")
+    number: int = READAHEAD_SETTINGS.values({"readahead": value}, environ=environ)["readahead"]
     return number
 
 

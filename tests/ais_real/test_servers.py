@@ -1,0 +1,147 @@
+"""The real-cluster machinery itself: the binaries' cache, the fixture's skip rule, the namespace.
+
+None of these needs ``go`` or the AIStore binaries.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.servers import conftest_plugin
+from tests.servers.aistore_build import BIN_DIR_ENV, GoNotFound, cache_dir, ensure_binaries
+from tests.servers.netns import NamespaceUnavailable, PrivateNetwork, stop_process
+
+
+@pytest.fixture
+def no_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty binaries directory and a PATH without ``go``; returns the directory."""
+    bin_dir = tmp_path / "ais-bin"
+    monkeypatch.setenv(BIN_DIR_ENV, str(bin_dir))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    monkeypatch.delenv(conftest_plugin.REQUIRE_ENV, raising=False)
+    return bin_dir
+
+
+def test_cache_dir_is_keyed_by_version() -> None:
+    env = {"HOME": "/home/u", "XDG_CACHE_HOME": "/c"}
+    assert cache_dir("v1.5.0", env) == Path("/c/wds_cloud/aistore/v1.5.0")
+    assert cache_dir("v1.5.0", {**env, BIN_DIR_ENV: "/opt/ais"}) == Path("/opt/ais")
+
+
+def test_missing_go_is_a_one_line_reason(no_go: Path) -> None:
+    with pytest.raises(GoNotFound) as info:
+        ensure_binaries()
+    message = str(info.value)
+    assert "\n" not in message
+    assert "`go` is not on PATH" in message and str(no_go) in message
+
+
+def test_cached_binaries_need_no_go(no_go: Path) -> None:
+    no_go.mkdir()
+    for name in ("aisnode", "authn"):
+        (no_go / name).write_text("#!/bin/sh\n")
+        (no_go / name).chmod(0o755)
+    paths = ensure_binaries()
+    assert (paths.aisnode, paths.authn, paths.build_seconds) == (
+        no_go / "aisnode",
+        no_go / "authn",
+        None,
+    )
+
+
+def test_fixture_skips_without_go_unless_required(
+    no_go: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(pytest.skip.Exception, match=r"no real AIStore: .*`go` is not on PATH"):
+        conftest_plugin._start(tmp_path_factory, authn=False)
+    monkeypatch.setenv(conftest_plugin.REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=f"{conftest_plugin.REQUIRE_ENV}=1"):
+        conftest_plugin._start(tmp_path_factory, authn=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str, deadline: float) -> bytes:
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bytes(resp.read())
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _host_listeners(port: int) -> set[str]:
+    """Local addresses (hex, as in /proc/net/tcp*) of this namespace's listeners on ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.rpartition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
+
+
+def test_private_network_relays_only_its_forwarded_ports(tmp_path: Path) -> None:
+    """Servers listening on every interface inside are reachable on the host only through
+    the relayed ports, on 127.0.0.1."""
+    (tmp_path / "page.txt").write_text("inside")
+    net = PrivateNetwork(tmp_path / "relay.log")
+    relayed, hidden = net.forward(), _free_port()
+    try:
+        net.start()
+    except NamespaceUnavailable as exc:
+        pytest.skip(str(exc))
+    servers = [
+        subprocess.Popen(
+            net.command([sys.executable, "-m", "http.server", str(port), "--bind", "0.0.0.0"]),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for port in (relayed, hidden)
+    ]
+    try:
+        deadline = time.monotonic() + 20
+        assert _get(f"http://127.0.0.1:{relayed}/page.txt", deadline) == b"inside"
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", hidden), timeout=2).close()
+        # on the host, the relay's 127.0.0.1 listener is the only one: no wildcard address
+        assert _host_listeners(relayed) == {"0100007F"}
+        assert _host_listeners(hidden) == set()
+    finally:
+        for server in servers:
+            stop_process(server, 5)
+        net.stop()
+
+
+def test_build_step_passes_without_go_unless_required(no_go: Path) -> None:
+    """The README's test command runs ``python -m tests.servers.aistore build`` before pytest:
+    without ``go`` it says why and exits 0 (the tests then skip), but 2 where CI requires the
+    real cluster."""
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "tests.servers.aistore", "build"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop(conftest_plugin.REQUIRE_ENV, None)
+    quiet = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert quiet.returncode == 0 and "no real AIStore" in quiet.stderr
+    required = subprocess.run(
+        command, env={**env, conftest_plugin.REQUIRE_ENV: "1"}, capture_output=True, text=True
+    )
+    assert required.returncode == 2 and "`go` is not on PATH" in required.stderr

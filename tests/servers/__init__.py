@@ -1,0 +1,1 @@
+"""Real servers that tests start on loopback addresses (AIStore ``aisnode`` and ``authn``)."""
