@@ -59,8 +59,10 @@ def test_client_endpoint_and_config(
     given = JobOptions(client=ais_client, endpoint="http://127.0.0.1:9")
     assert given.sdk_client() is ais_client and given.connected() is given
     monkeypatch.delenv("AIS_ENDPOINT", raising=False)
+    monkeypatch.delenv("WDS_CLOUD_AIS_ENDPOINT", raising=False)
     with pytest.raises(
-        ConfigError, match="pass endpoint=, config= or client=, or set AIS_ENDPOINT"
+        ConfigError,
+        match="pass endpoint=, config= or client=, or set WDS_CLOUD_AIS_ENDPOINT or AIS_ENDPOINT",
     ):
         JobOptions().sdk_client()
     make_shards(ais_emulator.store, "src", shards=2)
@@ -72,8 +74,10 @@ def test_client_endpoint_and_config(
     assert dataclasses.replace(connected, client=None) == options
     names = [e.name for e in connected.client.bucket("src").list_objects_iter()]
     assert names == ["samples-00.tar", "samples-01.tar"]
-    monkeypatch.setenv("AIS_ENDPOINT", ais_emulator.url)
-    assert JobOptions().connected().client is not None
+    for variable in ("WDS_CLOUD_AIS_ENDPOINT", "AIS_ENDPOINT"):
+        monkeypatch.setenv(variable, ais_emulator.url)
+        assert JobOptions().connected().client is not None
+        monkeypatch.delenv(variable)
 
 
 def test_reshard_with_an_endpoint_only(ais_emulator: AisEmulator) -> None:
