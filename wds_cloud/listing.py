@@ -28,6 +28,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ConfigError, ShardNotFoundError
+from wds_cloud.openers.capabilities import Lister, SizedLister
 from wds_cloud.openers.local import is_file_url, url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
@@ -92,8 +93,7 @@ def _check_listed(found: list[str], scheme: str, original: str) -> list[str]:
 
 
 def _list(registry: OpenerRegistry, pattern: str, original: str) -> list[str]:
-    opener = registry.for_url(pattern)
-    lister = getattr(opener, "list", None)
+    lister = registry.capability(pattern, Lister)
     scheme = url_scheme(pattern)
     if lister is None:
         raise ConfigError(
@@ -103,8 +103,8 @@ def _list(registry: OpenerRegistry, pattern: str, original: str) -> list[str]:
         )
     if scheme == "file":
         # LocalOpener.list expands globs and walks directories
-        return _check_listed(list(lister(pattern)), scheme, original)
-    found = _check_listed(list(lister(_listing_prefix(pattern))), scheme, original)
+        return _check_listed(list(lister.list(pattern)), scheme, original)
+    found = _check_listed(list(lister.list(_listing_prefix(pattern))), scheme, original)
     return [u for u in found if _matches(u, pattern)]
 
 
@@ -207,10 +207,10 @@ def list_sizes(url: str, *, registry: OpenerRegistry | None = None) -> list[tupl
     base, query = _split_query(url)
     if url_scheme(url) == "pipe" or not _is_pattern(base):
         raise ConfigError(f"list_sizes needs a glob or a prefix ending in '/': {redact_url(url)!r}")
-    sizer = getattr(registry.for_url(base), "list_sizes", None)
+    sizer = registry.capability(base, SizedLister)
     if query or url_scheme(base) == "file" or sizer is None:
         return [(u, None) for u in list_pattern(url, registry=registry, extensions=None)]
-    listed = dict(sizer(_listing_prefix(base)))
+    listed = dict(sizer.list_sizes(_listing_prefix(base)))
     found = _check_listed(sorted(listed), url_scheme(base), url)
     out = [(u, listed[u]) for u in found if _matches(u, base)]
     if not out:
@@ -291,17 +291,18 @@ def list_prefixes(
     out: dict[str, list[str]] = {}
     for (scheme, _, query), members in groups.items():
         opener = registry.for_url(members[0])
+        lister = registry.capability(members[0], Lister)
         if scheme == "file":
             for url in members:
                 out[url] = _list_local_prefix(registry, url, extensions)
-        elif getattr(opener, "list", None) is None:
+        elif lister is None:
             for url in members:
                 opener.open(url).close()  # raises ShardNotFoundError when it is missing
                 out[url] = [url]
         else:
             bases = [_split_query(u)[0] for u in members]
             common = _common_prefix(bases)
-            found = _check_listed(list(opener.list(common)), scheme, members[0])
+            found = _check_listed(list(lister.list(common)), scheme, members[0])
             for url, base in zip(members, bases, strict=True):
                 hits = [u + query for u in found if u.startswith(base)]
                 out[url] = _keep(hits, extensions, exact=url)

@@ -280,3 +280,11 @@ def test_a_failed_status_request_is_a_transform_error(ais_client: Any, upper_etl
     assert info.value.job_id == "nosuchjob"
     with pytest.raises(at.TransformError, match="status failed"):
         at.wait_transform(job, client=ais_client, **FAST)
+
+
+def test_transform_with_an_endpoint_only(ais_emulator: AisEmulator, upper_etl: str) -> None:
+    """No client given: one is made from the endpoint and both starting and waiting use it."""
+    src = fill(ais_emulator, "raw", ["a.tar", "b.tar"])
+    result = at.transform("ais://raw", "ais://upper", upper_etl, endpoint=ais_emulator.url, **FAST)
+    assert result.success and (result.total, result.done) == (2, 2)
+    assert stored(ais_emulator, "upper") == {n: transform_tar(d, "") for n, d in src.items()}

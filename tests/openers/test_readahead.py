@@ -363,7 +363,10 @@ def test_close_early_ends_thread(
 
 
 class _S3Factory:
-    """An S3 opener for the test server with the test credentials, registered as an object."""
+    """An S3 opener for the test server with the test credentials, registered as an object
+    (a plugin: it says that its streams come over a network, so they are read ahead)."""
+
+    remote = True
 
     def __init__(self, endpoint: str) -> None:
         from wds_cloud.openers.s3.opener import S3Opener

@@ -97,4 +97,4 @@ def test_opener_pickles_without_client() -> None:
     opener.client()
     clone = pickle.loads(pickle.dumps(opener))
     assert clone.config == opener.config
-    assert clone._client is None
+    assert clone._client.peek() is None and clone._read_client.peek() is None

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from wds_cloud.aistore.cluster import error_text, sdk_client, sdk_errors
+from wds_cloud.aistore.cluster import JobOptions, error_text, sdk_errors
 from wds_cloud.aistore.transform_watch import (
     BUCKET_JOB,
     LIST_JOB,
@@ -46,6 +46,7 @@ from wds_cloud.aistore.transform_watch import (
     bucket_url,
     transform_status,
     wait_transform,
+    wait_transform_job,
 )
 from wds_cloud.errors import ConfigError
 
@@ -64,6 +65,9 @@ __all__ = [
     "transform_status",
     "wait_transform",
 ]
+
+#: The cluster's per-object ETL timeout unless ``request_timeout=`` says (a Go duration).
+REQUEST_TIMEOUT = "5m"
 
 # ------------------------------------------------------------------------------------- helpers
 
@@ -153,7 +157,8 @@ def plan_transform(
     provider, name = _bucket_spec(src, "source bucket")
     names = _check_selection(prefix, objects)
     if names is None:
-        bucket = sdk_client(client, endpoint, config).bucket(name, provider=provider)
+        ais = JobOptions(client=client, endpoint=endpoint, config=config).sdk_client()
+        bucket = ais.bucket(name, provider=provider)
         names = _list_names(bucket, prefix, bucket_url(provider, name) + "/" + prefix)
     return [(n, destination_name(n, ext, prepend)) for n in names]
 
@@ -169,7 +174,7 @@ def start_transform(
     prepend: str = "",
     continue_on_error: bool = True,
     count: bool = True,
-    request_timeout: str = "5m",
+    request_timeout: str = REQUEST_TIMEOUT,
     client: Any = None,
     endpoint: str | None = None,
     config: AisConfig | None = None,
@@ -202,6 +207,35 @@ def start_transform(
         TransformError: the cluster refused the job (unknown ETL, missing source bucket...).
         MissingDependencyError: the ``aistore`` SDK is not installed.
     """
+    return _start_transform(
+        src,
+        dst,
+        etl,
+        prefix=prefix,
+        objects=objects,
+        ext=ext,
+        prepend=prepend,
+        continue_on_error=continue_on_error,
+        count=count,
+        request_timeout=request_timeout,
+        options=JobOptions(client=client, endpoint=endpoint, config=config),
+    )
+
+
+def _start_transform(
+    src: str,
+    dst: str,
+    etl: str,
+    *,
+    prefix: str,
+    objects: Sequence[str] | None,
+    ext: Mapping[str, str] | None,
+    prepend: str,
+    continue_on_error: bool,
+    count: bool,
+    request_timeout: str,
+    options: JobOptions,
+) -> TransformJob:
     if not etl:
         raise ConfigError("no ETL name given")
     names = _check_selection(prefix, objects)
@@ -210,7 +244,7 @@ def start_transform(
     src_url = bucket_url(src_p, src_n)
     if (src_p, src_n) == (dst_p, dst_n):
         raise ConfigError(f"source and destination are the same bucket {src_url}")
-    ais = sdk_client(client, endpoint, config)
+    ais = options.sdk_client()
     try:
         ais.etl(etl)  # the SDK checks the name's syntax
     except ValueError as exc:
@@ -282,8 +316,15 @@ def transform(
             ``.result.failures``), aborted, or still running after ``timeout`` seconds.
         ConfigError: malformed buckets or selection.
     """
-    ais = sdk_client(client, endpoint, config)
-    job = start_transform(
+    options = JobOptions(
+        client=client,
+        endpoint=endpoint,
+        config=config,
+        timeout=timeout,
+        progress=progress,
+        poll_interval=poll_interval,
+    ).connected()
+    job = _start_transform(
         src,
         dst,
         etl,
@@ -293,8 +334,7 @@ def transform(
         prepend=prepend,
         continue_on_error=continue_on_error,
         count=count,
-        client=ais,
+        request_timeout=REQUEST_TIMEOUT,
+        options=options,
     )
-    return wait_transform(
-        job, timeout=timeout, progress=progress, poll_interval=poll_interval, client=ais
-    )
+    return wait_transform_job(job, None, options)

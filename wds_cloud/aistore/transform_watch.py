@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.aistore.cluster import cluster_time, error_text, sdk_client, sdk_errors
+from wds_cloud.aistore.cluster import JobOptions, cluster_time, error_text, sdk_errors
 from wds_cloud.errors import ConfigError, WdsCloudError
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def transform_status(
         TransformError: unknown job, or not an offline ETL job.
         ConfigError: a job id without ``etl``.
     """
-    ais = sdk_client(client, endpoint, config)
+    ais = JobOptions(client=client, endpoint=endpoint, config=config).sdk_client()
     return _poll(ais, _job(job, etl, ais), 0)[0]
 
 
@@ -270,13 +270,30 @@ def wait_transform(
         TransformError: objects failed or the job aborted (``.result`` lists the failures,
             the message names them), the job is unknown, or ``timeout`` passed.
     """
+    options = JobOptions(
+        client=client,
+        endpoint=endpoint,
+        config=config,
+        timeout=timeout,
+        progress=progress,
+        poll_interval=poll_interval,
+    )
+    return wait_transform_job(job, etl, options)
+
+
+def wait_transform_job(
+    job: TransformJob | str, etl: str | None, options: JobOptions
+) -> TransformResult:
+    """:func:`wait_transform` with the cluster and the waiting given as :class:`JobOptions`."""
     from tqdm.auto import tqdm
 
-    ais = sdk_client(client, endpoint, config)
+    ais = options.sdk_client()
     spec = _job(job, etl, ais)
+    timeout = options.timeout
     deadline = time.monotonic() + timeout
     idle_polls = 0
-    bar = tqdm(desc=f"ETL {spec.etl}", unit="obj", total=spec.total, disable=not progress)
+    disable = not options.progress
+    bar = tqdm(desc=f"ETL {spec.etl}", unit="obj", total=spec.total, disable=disable)
     with bar:
         while True:
             result, idle = _poll(ais, spec, idle_polls)
@@ -294,4 +311,4 @@ def wait_transform(
                     job_id=spec.job_id,
                     result=result,
                 )
-            time.sleep(poll_interval)
+            time.sleep(options.poll_interval)

@@ -27,6 +27,9 @@ from wds_cloud.openers.streams.stream import ReadStream
 
 log = logging.getLogger(__name__)
 
+#: A ``url_opener``: ``{"url": ...}`` dicts in, the same dicts with an open ``"stream"`` out.
+UrlOpener = Callable[..., Iterator[Sample]]
+
 
 def local_path_of(url: str) -> str | None:
     """The local file path of ``url`` (a ``file:`` URL or plain path), else None."""
@@ -135,23 +138,21 @@ def tarfile_samples(
         opener = ShardOpener(registry, cache_dir, cache_size, **open_options)
     shard_opener = opener
 
-    def early(item: Any) -> bool:  # open the next shard while this one is read?
-        if url_opener_override() is not None:
-            return False
-        try:
-            return shard_opener.opens_early(_shard_url(item))
-        except SampleError:
-            return False  # reported when the item is reached
+    def shards() -> Iterator[tuple[Any, UrlOpener | None, bool]]:
+        # each item with the url_opener the program assigned (looked up once per shard, when
+        # the shard is taken from src) and whether to open it while the one before is read
+        for item in src:
+            override = url_opener_override()
+            yield item, override, override is None and _opens_early(shard_opener, item)
 
-    for item, opened_stream in open_ahead(
-        src,
-        lambda item: shard_opener.open(_shard_url(item)),
-        early=early,
+    for (item, override, _), opened_stream in open_ahead(
+        shards(),
+        lambda shard: shard_opener.open(_shard_url(shard[0])),
+        early=lambda shard: bool(shard[2]),
         close=lambda opened: opened[0].close(),
     ):
         try:
             url = _shard_url(item)
-            override = url_opener_override()
             if override is None:
                 stream, local_path = opened_stream()
             else:
@@ -182,10 +183,19 @@ def tarfile_samples(
 
 tarfile_to_samples = pipelinefilter(tarfile_samples)
 
+
+def _opens_early(opener: ShardOpener, item: Any) -> bool:
+    """Whether to open shard ``item`` while the one before it is being read."""
+    try:
+        return opener.opens_early(_shard_url(item))
+    except SampleError:
+        return False  # reported when the item is reached
+
+
 _logged_override = False
 
 
-def url_opener_override() -> Callable[..., Iterator[Sample]] | None:
+def url_opener_override() -> UrlOpener | None:
     """A ``url_opener`` the user assigned in place of ours, as webdataset code does.
 
     webdataset looks ``tariterators.url_opener`` up each time a shard is opened, so code written
@@ -197,7 +207,7 @@ def url_opener_override() -> Callable[..., Iterator[Sample]] | None:
     global _logged_override
     package = sys.modules.get("wds_cloud")
     old_home = sys.modules.get("wds_cloud.core.samples")
-    assigned: tuple[Callable[..., Iterator[Sample]] | None, ...] = (
+    assigned: tuple[UrlOpener | None, ...] = (
         globals()["url_opener"],
         getattr(package, "__dict__", {}).get("url_opener"),
         getattr(old_home, "__dict__", {}).get("url_opener"),

@@ -1,5 +1,6 @@
 """Backends that turn a URL into a binary stream, behind one registry."""
 
+from wds_cloud.openers.capabilities import Creator, Lister, RangeReader, Seekable, SizedLister
 from wds_cloud.openers.registry import (
     Opener,
     OpenerRegistry,
@@ -11,9 +12,14 @@ from wds_cloud.openers.registry import (
 from wds_cloud.openers.streams.stream import ReadStream
 
 __all__ = [
+    "Creator",
+    "Lister",
     "Opener",
     "OpenerRegistry",
+    "RangeReader",
     "ReadStream",
+    "Seekable",
+    "SizedLister",
     "default_registry",
     "open_url",
     "register_opener",

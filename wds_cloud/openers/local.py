@@ -134,6 +134,8 @@ class LocalOpener:
             secure mode is on (see the module docstring). ``-`` is always allowed.
     """
 
+    remote: bool = False  # local files are memory-mapped, not read ahead
+
     def __init__(self, allow: bool | None = None) -> None:
         if allow is None:
             allow = env_bool("WDS_CLOUD_ALLOW_LOCAL", None)

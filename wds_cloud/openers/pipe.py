@@ -402,6 +402,8 @@ class PipeOpener:
         **overrides: individual :class:`PipeConfig` fields, e.g. ``allow=False``.
     """
 
+    remote: bool = False  # the command already runs in parallel with its reader
+
     def __init__(self, config: PipeConfig | None = None, **overrides: Any) -> None:
         self.config = (config or PipeConfig()).resolve(overrides)
 

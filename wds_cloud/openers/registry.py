@@ -11,16 +11,17 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Iterator
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from wds_cloud.errors import MissingDependencyError, UnsupportedSchemeError, UploadError
-from wds_cloud.openers.streams.readahead import (
-    DEFAULT_READAHEAD,
-    REMOTE_SCHEMES,
-    ReadAhead,
-    readahead_bytes,
+from wds_cloud.errors import (
+    MissingDependencyError,
+    UnsupportedSchemeError,
+    UploadError,
+    WdsCloudError,
 )
+from wds_cloud.openers.capabilities import Creator, RangeReader, is_remote
+from wds_cloud.openers.streams.readahead import DEFAULT_READAHEAD, ReadAhead, readahead_bytes
 from wds_cloud.openers.streams.stream import ReadStream, read_full, skip_bytes
 from wds_cloud.redact import redact_url
 
@@ -30,16 +31,18 @@ class Opener(Protocol):
     """What a backend provides: ``open(url, **options)`` returning a
     :class:`~wds_cloud.openers.streams.stream.ReadStream`.
 
-    Backends may also provide
-    ``list(url) -> list[str]`` (listing a prefix, see :mod:`wds_cloud.listing`),
-    ``create(url) -> writable stream`` whose ``close()`` commits and ``abort()`` discards, and
-    ``read_range(url, offset, length) -> bytes`` (random access through shard indexes).
+    Backends may also provide ``list``, ``list_sizes``, ``create``, ``read_range`` and
+    ``open_at``, each a protocol of :mod:`wds_cloud.openers.capabilities`
+    (:meth:`OpenerRegistry.capability` finds them), and declare ``remote = True`` when their
+    streams come over a network (read ahead by the registry).
     """
 
     def open(self, url: str, **options: Any) -> ReadStream:  # pragma: no cover - protocol
         """Open ``url`` for reading."""
         ...
 
+
+C = TypeVar("C")
 
 # scheme -> (lazy target, extra that provides its SDK)
 BUILTIN_OPENERS: dict[str, tuple[str, str | None]] = {
@@ -79,9 +82,9 @@ class OpenerRegistry:
 
     Args:
         builtins: register the built-in backends (lazily) when True.
-        readahead: bytes read ahead per stream of a remote scheme (``s3``, ``gs``, ``http``,
-            ``ais``) by a background thread, with the next shard opened early; ``0`` turns both
-            off; None: ``WDS_CLOUD_READAHEAD`` or 16 MiB (see :mod:`wds_cloud.openers.streams.readahead`).
+        readahead: bytes read ahead per stream of a remote opener (one whose ``remote`` is
+            True: ``s3``, ``gs``, ``http``, ``ais``) by a background thread, with the next shard
+            opened early; ``0`` turns both off; None: ``WDS_CLOUD_READAHEAD`` or 16 MiB (see :mod:`wds_cloud.openers.streams.readahead`).
 
     Raises:
         ConfigError: ``readahead`` (or ``WDS_CLOUD_READAHEAD``) is not a byte count.
@@ -92,6 +95,8 @@ class OpenerRegistry:
         self._entries: dict[str, Any] = {}
         self._extras: dict[str, str | None] = {}
         self._resolved: dict[str, Any] = {}
+        # (scheme, protocol) -> (the opener asked, its answer), see capability()
+        self._capable: dict[tuple[str, type], tuple[Any, bool]] = {}
         self._lock = threading.Lock()
         if builtins:
             for scheme, (target, extra) in BUILTIN_OPENERS.items():
@@ -205,8 +210,43 @@ class OpenerRegistry:
         return stream
 
     def reads_ahead(self, url: str) -> bool:
-        """Whether :meth:`open` reads ``url`` ahead (and shard readers open it early)."""
-        return self.readahead > 0 and url_scheme(url) in REMOTE_SCHEMES
+        """Whether :meth:`open` reads ``url`` ahead (and shard readers open it early): read-ahead
+        is on and the opener of ``url`` is ``remote``. False when there is no opener to be had
+        (an unknown scheme, a missing SDK): opening ``url`` raises that error."""
+        if self.readahead <= 0:
+            return False
+        try:
+            return is_remote(self.for_url(url))
+        except WdsCloudError:
+            return False
+
+    def capability(self, url: str, kind: Callable[..., C]) -> C | None:
+        """The opener of ``url`` as a ``kind`` when it has that capability, else None.
+
+        The answer is kept per scheme, ``kind`` and opener object (a run-time protocol check
+        costs microseconds, and random access asks once per sample).
+
+        Args:
+            url: the URL whose opener is asked.
+            kind: a protocol of :mod:`wds_cloud.openers.capabilities` (``Lister``,
+                ``SizedLister``, ``Creator``, ``RangeReader``, ``Seekable``).
+
+        Raises:
+            UnsupportedSchemeError: nothing is registered for the scheme of ``url``.
+            MissingDependencyError: the backend's SDK is not installed.
+            TypeError: ``kind`` is not a class.
+        """
+        # Callable[..., C], not type[C]: mypy accepts no protocol where type[C] is expected
+        # (its type-abstract check), and these are all protocols.
+        if not isinstance(kind, type):
+            raise TypeError(f"capability() needs a protocol class, got {kind!r}")
+        scheme = url_scheme(url)
+        opener = self.get(scheme)
+        known = self._capable.get((scheme, kind))
+        if known is None or known[0] is not opener:
+            known = self._capable[(scheme, kind)] = (opener, isinstance(opener, kind))
+        found: C | None = opener if known[1] else None
+        return found
 
     def read_range(self, url: str, offset: int, length: int, **options: Any) -> bytes:
         """Bytes ``offset .. offset + length`` of ``url``: the opener's ``read_range`` (one
@@ -217,13 +257,12 @@ class OpenerRegistry:
             ShardReadError: the object ends before ``offset + length``.
             ShardError: the opener's errors.
         """
-        opener = self.for_url(url)
-        method = getattr(opener, "read_range", None)
-        if callable(method):
-            return bytes(method(url, offset, length, **options))
+        reader = self.capability(url, RangeReader)
+        if reader is not None:
+            return bytes(reader.read_range(url, offset, length, **options))
         from wds_cloud.errors import ShardReadError
 
-        stream = opener.open(url, **options)
+        stream = self.for_url(url).open(url, **options)
         try:
             data = read_full(stream, length) if skip_bytes(stream, offset) == 0 else b""
         finally:
@@ -247,6 +286,7 @@ class OpenerRegistry:
         self._entries = state["entries"]
         self._extras = state["extras"]
         self._resolved = {}
+        self._capable = {}
         self._lock = threading.Lock()
 
     def copy(self) -> OpenerRegistry:
@@ -298,15 +338,16 @@ def open_sink(target: str | os.PathLike[str], registry: OpenerRegistry | None = 
         UploadError: the destination cannot be created.
     """
     target = os.fspath(target)
-    opener = (registry or default_registry()).for_url(target)
-    create = getattr(opener, "create", None)
-    if not callable(create):
+    registry = registry or default_registry()
+    creator = registry.capability(target, Creator)
+    if creator is None:
+        opener = registry.for_url(target)
         raise UnsupportedSchemeError(
             f"the {url_scheme(target)}:// opener {type(opener).__name__} cannot write "
             f"(it has no create(url)); cannot write {redact_url(target)!r}"
         )
     try:
-        return create(target)
+        return creator.create(target)
     except UploadError:
         raise
     except OSError as exc:

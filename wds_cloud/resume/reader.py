@@ -26,6 +26,7 @@ from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.samples import StopShards, group_members, member_skipper
 from wds_cloud.core.shardopen import ShardOpener, local_path_of
 from wds_cloud.core.tar import iter_tar_positions
+from wds_cloud.openers.capabilities import Seekable
 from wds_cloud.openers.registry import default_registry, url_scheme
 from wds_cloud.openers.streams.stream import ReadStream, skip_bytes
 from wds_cloud.resume.state import SampleId, WorkItem
@@ -141,9 +142,9 @@ def open_at(opener: ShardOpener, url: str, offset: int) -> tuple[ReadStream, int
         cached.seek(offset)
         return cached, 0
     registry = opener.registry or default_registry()
-    method = getattr(registry.for_url(url), "open_at", None)
-    if callable(method):
-        return method(url, offset, **opener.open_options), offset
+    seeker = registry.capability(url, Seekable)
+    if seeker is not None:
+        return seeker.open_at(url, offset, **opener.open_options), offset
     stream, _ = opener.open(url)  # cannot seek: read the bytes before the offset and drop them
     skip_bytes(stream, offset)
     return stream, offset

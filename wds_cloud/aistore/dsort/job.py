@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.aistore.cluster import cluster_time, error_text, sdk_client, sdk_errors
+from wds_cloud.aistore.cluster import JobOptions, cluster_time, error_text, sdk_errors
 from wds_cloud.aistore.dsort.spec import DsortSpec, load_spec
 from wds_cloud.aistore.dsort.validate import validate
 from wds_cloud.errors import DsortSpecError, WdsCloudError
@@ -123,13 +123,20 @@ def start(
         DsortJobError: the cluster could not start the job.
         MissingDependencyError: the ``aistore`` SDK is not installed.
     """
+    return start_job(spec, JobOptions(client=client, endpoint=endpoint, config=config))
+
+
+def start_job(
+    spec: DsortSpec | Mapping[str, Any] | str | os.PathLike[str], options: JobOptions
+) -> str:
+    """:func:`start` with the cluster given as :class:`JobOptions`."""
     if isinstance(spec, DsortSpec):
         data = spec.to_dict()
     elif isinstance(spec, (str, os.PathLike)):
         data = load_spec(spec)
     else:
         data = validate(spec)
-    ais = sdk_client(client, endpoint, config)
+    ais = options.sdk_client()
     with tempfile.TemporaryDirectory(prefix="wds-dsort-") as tmp:
         path = Path(tmp) / "spec.json"
         path.write_text(json.dumps(data), encoding="utf-8")
@@ -151,8 +158,9 @@ def abort(
     Raises:
         DsortJobError: unknown job or the request failed.
     """
+    ais = JobOptions(client=client, endpoint=endpoint, config=config).sdk_client()
     try:
-        sdk_client(client, endpoint, config).dsort(job_id).abort()
+        ais.dsort(job_id).abort()
     except sdk_errors() as exc:
         raise _translate(exc, job_id, "abort") from exc
 
@@ -215,11 +223,26 @@ def wait(
             or the job is unknown.
         DsortTimeoutError: still running after ``timeout`` seconds.
     """
+    options = JobOptions(
+        client=client,
+        endpoint=endpoint,
+        config=config,
+        timeout=timeout,
+        progress=progress,
+        poll_interval=poll_interval,
+    )
+    return wait_job(job_id, options)
+
+
+def wait_job(job_id: str, options: JobOptions) -> DsortResult:
+    """:func:`wait` with the cluster and the waiting given as :class:`JobOptions`."""
     from tqdm.auto import tqdm
 
-    dsort = sdk_client(client, endpoint, config).dsort(job_id)
+    dsort = options.sdk_client().dsort(job_id)
+    timeout = options.timeout
     deadline = time.monotonic() + timeout
-    with tqdm(desc=f"dSort {job_id}", unit="shard", total=None, disable=not progress) as bar:
+    disable = not options.progress
+    with tqdm(desc=f"dSort {job_id}", unit="shard", total=None, disable=disable) as bar:
         while True:
             try:
                 infos = dsort.get_job_info()
@@ -240,4 +263,4 @@ def wait(
                 raise DsortTimeoutError(
                     f"dSort job still running after {timeout:g}s", job_id=job_id, result=result
                 )
-            time.sleep(poll_interval)
+            time.sleep(options.poll_interval)

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.aistore.cluster import error_text, sdk_client, sdk_errors
-from wds_cloud.aistore.dsort.job import start, wait
+from wds_cloud.aistore.cluster import JobOptions, error_text, sdk_errors
+from wds_cloud.aistore.dsort.job import start_job, wait_job
 from wds_cloud.aistore.dsort.spec import DsortSpec
 from wds_cloud.aistore.dsort.templates import parse_size, parse_template
 from wds_cloud.errors import ConfigError, ShardNotFoundError
@@ -202,8 +202,15 @@ def reshard_via_dsort(
     size = parse_size(maxsize, field="maxsize")
     if size <= 0:
         raise ConfigError(f"maxsize must be > 0, got {maxsize!r}")
-    ais = sdk_client(client, endpoint, config)
-    in_bucket, selection, in_ext = _input(ais, src)
+    options = JobOptions(
+        client=client,
+        endpoint=endpoint,
+        config=config,
+        timeout=timeout,
+        progress=progress,
+        poll_interval=poll_interval,
+    ).connected()
+    in_bucket, selection, in_ext = _input(options.client, src)
     out_bucket, out_format, out_ext = _output(dst, in_ext)
     spec = DsortSpec(
         input_bck=in_bucket,
@@ -218,10 +225,8 @@ def reshard_via_dsort(
         config={"missing_shards": "abort"},
         **selection,
     )
-    job_id = start(spec, client=ais)
-    result = wait(
-        job_id, timeout=timeout, progress=progress, client=ais, poll_interval=poll_interval
-    )
+    job_id = start_job(spec, options)
+    result = wait_job(job_id, options)
     names = parse_template(out_format).names()
     shards = []
     for _ in range(result.shards_created):

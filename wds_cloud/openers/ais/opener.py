@@ -27,7 +27,6 @@ last byte.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -42,6 +41,7 @@ from wds_cloud.openers.ais.config import (
     provider_name,
 )
 from wds_cloud.openers.ais.errors import translate_error
+from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
@@ -83,67 +83,53 @@ class AisOpener:
         **overrides: fields replacing those of ``config`` (``endpoint=``, ``etl=``, ...).
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: AisConfig | None = None, **overrides: Any) -> None:
         self.config = (config or AisConfig()).resolve(overrides)
-        self._client: Any = None
-        self._pid: int | None = None
-        self._read_client: Any = None
-        self._read_pid: int | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.config = state["config"]
-        self._client = None
-        self._pid = None
-        self._read_client = None
-        self._read_pid = None
+        # per process, never pickled: an unpickled opener carries its config only
+        self._client: ProcessLocal[Any] = ProcessLocal()
+        self._read_client: ProcessLocal[Any] = ProcessLocal()
 
     # client and errors -----------------------------------------------------------------------
     def client(self) -> Any:
         """The SDK ``Client`` of this process (created on first use after a fork/unpickle)."""
         _require_sdk()
-        if self._client is None or self._pid != os.getpid():
-            from aistore.sdk import Client
-            from aistore.sdk.retry_config import NETWORK_RETRY_EXCEPTIONS, RetryConfig
-            from tenacity import (
-                Retrying,
-                retry_if_exception_type,
-                stop_after_attempt,
-                wait_exponential,
-            )
+        return self._client.get(self._make_client)
 
-            cfg = self.config
-            retry = RetryConfig(
-                http_retry=urllib3.Retry(
-                    total=cfg.retries,
-                    backoff_factor=float(cfg.backoff or 0),
-                    status_forcelist=[429, 500, 502, 503, 504],
-                    connect=0,
-                    read=0,
-                ),
-                network_retry=Retrying(
-                    stop=stop_after_attempt(int(cfg.retries or 0) + 1),
-                    wait=wait_exponential(multiplier=cfg.backoff or 0, max=cfg.max_backoff),
-                    retry=retry_if_exception_type(NETWORK_RETRY_EXCEPTIONS),
-                    reraise=True,
-                ),
-            )
-            self._client = Client(
-                str(cfg.endpoint), timeout=cfg.timeout, retry_config=retry, token=cfg.token
-            )
-            self._pid = os.getpid()
-        return self._client
+    def _make_client(self) -> Any:
+        from aistore.sdk import Client
+        from aistore.sdk.retry_config import NETWORK_RETRY_EXCEPTIONS, RetryConfig
+        from tenacity import (
+            Retrying,
+            retry_if_exception_type,
+            stop_after_attempt,
+            wait_exponential,
+        )
+
+        cfg = self.config
+        retry = RetryConfig(
+            http_retry=urllib3.Retry(
+                total=cfg.retries,
+                backoff_factor=float(cfg.backoff or 0),
+                status_forcelist=[429, 500, 502, 503, 504],
+                connect=0,
+                read=0,
+            ),
+            network_retry=Retrying(
+                stop=stop_after_attempt(int(cfg.retries or 0) + 1),
+                wait=wait_exponential(multiplier=cfg.backoff or 0, max=cfg.max_backoff),
+                retry=retry_if_exception_type(NETWORK_RETRY_EXCEPTIONS),
+                reraise=True,
+            ),
+        )
+        return Client(str(cfg.endpoint), timeout=cfg.timeout, retry_config=retry, token=cfg.token)
 
     def read_client(self) -> Any:
         """The SDK ``Client`` of this process for object reads: no SDK retries (the read loop
         retries) and the read timeout clipped to the stall deadline."""
         _require_sdk()
-        if self._read_client is None or self._read_pid != os.getpid():
-            self._read_client = make_read_client(self.config)
-            self._read_pid = os.getpid()
-        return self._read_client
+        return self._read_client.get(lambda: make_read_client(self.config))
 
     def stall_bound(self) -> float:
         """Seconds a read can go without a new byte before it raises (with these settings)."""

@@ -18,8 +18,6 @@ variables > the SDK's own variables (``STORAGE_EMULATOR_HOST``,
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import (
@@ -30,6 +28,7 @@ from wds_cloud.errors import (
     ShardOpenError,
     UploadError,
 )
+from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.gcs.config import GcsAccess, GcsConfig
 from wds_cloud.openers.gcs.errors import DEFAULT_ENDPOINT, translate_error
 from wds_cloud.openers.gcs.read import GcsReader, MediaFetch, read_errors
@@ -74,12 +73,13 @@ class GcsOpener:
         ConfigError: an unknown override or an invalid value.
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: GcsConfig | None = None, **overrides: Any) -> None:
         self.config = (config or GcsConfig()).resolve(overrides)
-        self._client: Any = None
-        self._read_client: Any = None
-        self._pid: int | None = None
-        self._lock = threading.Lock()
+        # (storage client, authorized session for media GETs) of this process, made together
+        # on the same credentials; never pickled: an unpickled opener carries its config only
+        self._client: ProcessLocal[tuple[Any, Any]] = ProcessLocal()
 
     # -- client ---------------------------------------------------------------------------
 
@@ -96,16 +96,7 @@ class GcsOpener:
             ShardOpenError: the credentials cannot be loaded.
         """
         _require_sdk()
-        if self._client is not None and self._pid == os.getpid():
-            return self._client
-        with self._lock:
-            if self._client is None or self._pid != os.getpid():
-                self._client, credentials = self._make_client(url)
-                # Media GETs go through a session of our own on the same credentials (the
-                # client's is private); google-cloud-core builds its session the same way.
-                self._read_client = AuthorizedSession(credentials)
-                self._pid = os.getpid()
-            return self._client
+        return self._client.get(lambda: self._make_clients(url))[0]
 
     def read_client(self, url: str = "gs://") -> Any:
         """The authorized ``requests`` session of this process for media GETs (created with
@@ -114,8 +105,8 @@ class GcsOpener:
         Raises:
             As :meth:`client`.
         """
-        self.client(url)
-        return self._read_client
+        _require_sdk()
+        return self._client.get(lambda: self._make_clients(url))[1]
 
     def translate_error(
         self, exc: BaseException, /, *, url: str, offset: int | None = None
@@ -128,12 +119,18 @@ class GcsOpener:
         client = self.client(url)
         return GcsAccess(
             client=client,
-            session=self._read_client,
+            session=self.read_client(url),
             media_timeout=self.media_timeout(),
             timeout=request_timeout(self.config),
             retry=sdk_retry(self.config),
             translate=self.translate_error,
         )
+
+    def _make_clients(self, url: str) -> tuple[Any, Any]:
+        client, credentials = self._make_client(url)
+        # Media GETs go through a session of our own on the same credentials (the client's is
+        # private); google-cloud-core builds its session the same way.
+        return client, AuthorizedSession(credentials)
 
     def _make_client(self, url: str) -> tuple[Any, Any]:
         cfg = self.config
@@ -163,16 +160,6 @@ class GcsOpener:
             raise ShardOpenError(
                 f"cannot create the GCS client with credentials{where}: {exc}", url=url
             ) from exc
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.config = state["config"]
-        self._client = None
-        self._read_client = None
-        self._pid = None
-        self._lock = threading.Lock()
 
     # -- reading --------------------------------------------------------------------------
 

@@ -28,12 +28,12 @@ changed or the server cannot resume, and mixing two versions would corrupt sampl
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from wds_cloud.errors import ConfigError, ShardReadError
+from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.http.config import HttpConfig
 from wds_cloud.openers.http.conn import (
     RETRY_ON,
@@ -65,18 +65,17 @@ class HttpOpener:
         **overrides: individual :class:`HttpConfig` fields, e.g. ``retries=0``.
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: HttpConfig | None = None, **overrides: Any) -> None:
         self.config = (config or HttpConfig()).resolve(overrides)
         self._sleep: Callable[[float], Any] = time.sleep
-        self._client: Pool | None = None  # keep-alive connections of ranged reads
+        self._client: ProcessLocal[Pool] = ProcessLocal()  # keep-alive ranged-read connections
 
     def client(self) -> Pool:
         """The keep-alive connections of ranged reads of this process (created on first use,
         re-created after a fork)."""
-        pool = self._client
-        if pool is None or pool.pid != os.getpid():
-            pool = self._client = Pool()
-        return pool
+        return self._client.get(Pool)
 
     def stall_bound(self) -> float:
         """Seconds a read can go without a new byte before it raises (with these settings)."""
@@ -237,4 +236,4 @@ class HttpOpener:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.config = state["config"]
         self._sleep = time.sleep
-        self._client = None
+        self._client = ProcessLocal()

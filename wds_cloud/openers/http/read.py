@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import os
 import threading
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -54,11 +53,11 @@ Key = tuple[str, str, int | None]
 
 
 class Pool:
-    """Idle keep-alive connections of this process, per ``(scheme, host, port)``."""
+    """Idle keep-alive connections, per ``(scheme, host, port)`` (one pool per process: the
+    opener keeps it in a :class:`~wds_cloud.openers.clients.ProcessLocal`)."""
 
     def __init__(self, per_host: int = 8) -> None:
         self.per_host = per_host
-        self.pid = os.getpid()
         self._idle: dict[Key, list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
 

@@ -4,25 +4,52 @@
 (``translate_error(exc, *, url, offset=None)``, plus the backend's own context as keywords
 with defaults: here the endpoint). Readers and writers receive it bound to the opener's
 endpoint (a :class:`~wds_cloud.openers.streams.resumable.TranslateError`), never the opener itself.
+
+Every S3 request runs inside :func:`s3_request`, which raises what the request raised as the
+error of the tree (a read's dropped connection or throttling as what the read loop retries,
+a write's failure as :class:`UploadError`); :func:`read_errors` and :func:`retryable` say what
+the read loop retries.
 """
 
 from __future__ import annotations
+
+import http.client
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from wds_cloud.errors import (
     ShardError,
     ShardNotFoundError,
     ShardOpenError,
     ShardReadError,
+    UploadError,
 )
-from wds_cloud.openers.s3.read import read_errors
+from wds_cloud.openers.streams.resumable import NETWORK_ERRORS, RetryableError, TranslateError
 
 try:
     import botocore.exceptions as bexc
+    import urllib3.exceptions as u3exc
 except ImportError:  # pragma: no cover - exercised only without the extra
     bexc = None
 
-__all__ = ["translate_error"]
+__all__ = [
+    "error_code",
+    "read_errors",
+    "retryable",
+    "s3_request",
+    "translate_error",
+    "upload_error",
+]
 
+_THROTTLED = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "RequestTimeout",
+    "InternalError",
+    "ServiceUnavailable",
+}
 _NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}
 _DENIED = {
     "AccessDenied",
@@ -86,3 +113,93 @@ def translate_error(
     if isinstance(exc, read_errors()):
         return ShardReadError(f"S3 connection to {where} broke: {exc!r}", url=url, offset=offset)
     return ShardOpenError(f"S3 request to {where} failed: {exc!r}", url=url, offset=offset)
+
+
+def read_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the connection dropped mid-body": resume from the offset."""
+    return (
+        *NETWORK_ERRORS,
+        http.client.IncompleteRead,
+        bexc.ResponseStreamingError,
+        bexc.IncompleteReadError,
+        bexc.ReadTimeoutError,
+        bexc.ConnectionClosedError,
+        bexc.EndpointConnectionError,
+        bexc.ConnectTimeoutError,
+        u3exc.ProtocolError,
+        u3exc.ReadTimeoutError,
+    )
+
+
+def retryable(exc: BaseException) -> RetryableError | None:
+    """A :class:`RetryableError` for a throttling or 5xx ``ClientError``, else None."""
+    if not isinstance(exc, bexc.ClientError):
+        return None
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    if code in _THROTTLED or status == 429 or status >= 500:
+        return RetryableError(f"S3 answered {code or status}: {error.get('Message') or exc}")
+    return None
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The S3 error code of a botocore ``ClientError`` (``"InvalidRange"``), else None (other
+    exceptions may have a ``response`` of another kind, or None)."""
+    response = getattr(exc, "response", None)
+    error = response.get("Error") if isinstance(response, dict) else None
+    code = error.get("Code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def upload_error(exc: Exception, translate: TranslateError, *, url: str, doing: str) -> UploadError:
+    """The :class:`UploadError` ``"{doing}: {reason}"`` for what a write request raised (the
+    reason of a wds_cloud error as it is, else of its translation)."""
+    if isinstance(exc, ShardError | UploadError):
+        reason = exc.reason
+    else:
+        reason = translate(exc, url=url).reason
+    return UploadError(f"{doing}: {reason}", url=url)
+
+
+@contextmanager
+def s3_request(
+    translate: TranslateError,
+    *,
+    url: str,
+    offset: int | None = None,
+    retry: bool = False,
+    as_read: str | None = None,
+    as_upload: str | None = None,
+) -> Iterator[None]:
+    """Run S3 requests (one call, or a paginated listing read through) and raise what they
+    raise as the error of the tree (:func:`translate_error`), from the SDK's exception.
+
+    Args:
+        translate: the opener's error translation (endpoint bound).
+        url: the URL the request is about, for the error.
+        offset: the byte offset the request is about, for the error.
+        retry: a request of the resumable read loop: a dropped connection (:func:`read_errors`)
+            is raised as it is and a throttling or 5xx answer as a :class:`RetryableError`,
+            for the loop to retry.
+        as_read: the error is a :class:`ShardReadError`, with this before the reason when the
+            translation is another kind (``"resuming the read failed"``).
+        as_upload: the error is an :class:`UploadError` with this before the reason
+            (``"uploading part 3 failed: S3 upload failed"``).
+    """
+    try:
+        yield
+    except Exception as exc:
+        if retry:
+            if isinstance(exc, read_errors()):
+                raise
+            if (transient := retryable(exc)) is not None:
+                raise transient from exc
+        if as_upload is not None:
+            raise upload_error(exc, translate, url=url, doing=as_upload) from exc
+        error = translate(exc, url=url, offset=offset)
+        if as_read is not None and not isinstance(error, ShardReadError):
+            error = ShardReadError(f"{as_read}: {error.reason}", url=url, offset=offset)
+        if error is exc:
+            raise
+        raise error from exc

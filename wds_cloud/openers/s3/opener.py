@@ -24,14 +24,13 @@ after its last byte.
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
+from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.s3.config import MIN_PART_SIZE, S3Access, S3Config, split_s3_url
-from wds_cloud.openers.s3.errors import translate_error
-from wds_cloud.openers.s3.read import ObjectFetch, read_errors
+from wds_cloud.openers.s3.errors import read_errors, s3_request, translate_error
+from wds_cloud.openers.s3.read import ObjectFetch
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
@@ -60,26 +59,13 @@ class S3Opener:
         ConfigError: an unknown setting or an invalid value.
     """
 
+    remote: bool = True  # streams come over a network: the registry reads them ahead
+
     def __init__(self, config: S3Config | None = None, **overrides: Any) -> None:
         self.config = (config or S3Config()).resolve(overrides)
-        self._client: Any = None
-        self._read_client: Any = None
-        self._pid: int | None = None
-        self._read_pid: int | None = None
-        self._lock = threading.Lock()
-
-    # -- pickling: configs travel, clients do not -------------------------------------------
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.config = state["config"]
-        self._client = None
-        self._read_client = None
-        self._pid = None
-        self._read_pid = None
-        self._lock = threading.Lock()
+        # per process, never pickled: an unpickled opener carries its config only
+        self._client: ProcessLocal[Any] = ProcessLocal()
+        self._read_client: ProcessLocal[Any] = ProcessLocal()
 
     def __repr__(self) -> str:
         endpoint = self.config.endpoint_url
@@ -96,15 +82,10 @@ class S3Opener:
         Raises:
             MissingDependencyError: boto3 is not installed.
         """
-        pid = os.getpid()
-        if self._client is not None and self._pid == pid:
-            return self._client
-        with self._lock:
-            if self._client is None or self._pid != pid:
-                cfg = self.config
-                self._client = self._make_client(int(cfg.max_attempts or 1), cfg.read_timeout)
-                self._pid = pid
-        return self._client
+        cfg = self.config
+        return self._client.get(
+            lambda: self._make_client(int(cfg.max_attempts or 1), cfg.read_timeout)
+        )
 
     def read_client(self) -> Any:
         """The boto3 client for object reads of this process: one attempt per request (the
@@ -113,17 +94,11 @@ class S3Opener:
         Raises:
             MissingDependencyError: boto3 is not installed.
         """
-        pid = os.getpid()
-        if self._read_client is not None and self._read_pid == pid:
-            return self._read_client
-        with self._lock:
-            if self._read_client is None or self._read_pid != pid:
-                timeout = RetryPolicy.from_config(self.config).read_timeout(
-                    self.config.read_timeout
-                )
-                self._read_client = self._make_client(1, timeout)
-                self._read_pid = pid
-        return self._read_client
+        return self._read_client.get(self._make_read_client)
+
+    def _make_read_client(self) -> Any:
+        timeout = RetryPolicy.from_config(self.config).read_timeout(self.config.read_timeout)
+        return self._make_client(1, timeout)
 
     def _make_client(self, attempts: int, read_timeout: float | None) -> Any:
         if boto3 is None:
@@ -295,7 +270,7 @@ class S3Opener:
         size = page_size or self.config.list_page_size
         paginator = self.client().get_paginator("list_objects_v2")
         out: list[tuple[str, int]] = []
-        try:
+        with s3_request(self.translate_error, url=url):
             pages = paginator.paginate(
                 Bucket=bucket,
                 Prefix=prefix,
@@ -306,8 +281,6 @@ class S3Opener:
                 for item in page.get("Contents", ()):
                     if not item["Key"].endswith("/"):
                         out.append((f"s3://{bucket}/{item['Key']}", int(item["Size"])))
-        except Exception as exc:
-            raise self.translate_error(exc, url=url) from exc
         out.sort()
         return out
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from wds_cloud.errors import ShardReadError
+from wds_cloud.openers.s3.errors import read_errors, s3_request
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader
 from wds_cloud.openers.streams.resumable import Opened, check_content_range
@@ -49,7 +49,7 @@ def open_prefetching(
     chunk = int(cfg.prefetch_chunk or 1)
     if size <= chunk:
         return None
-    from wds_cloud.openers.s3.read import explain, read_errors
+    from wds_cloud.openers.s3.read import explain
 
     etag = head["ETag"]
     return PrefetchReader(
@@ -70,21 +70,14 @@ def _span(
     access: S3Access, url: str, bucket: str, key: str, etag: str, first: int, end: int
 ) -> Opened:
     """Bytes ``first .. end - 1`` pinned to ``etag`` (``IfMatch``: 412 when replaced)."""
-    from wds_cloud.openers.s3.read import raw_body, read_errors, retryable
+    from wds_cloud.openers.s3.read import raw_body
 
-    try:
+    with s3_request(
+        access.translate, url=url, offset=first, retry=True, as_read="ranged read failed"
+    ):
         response = access.client.get_object(
             Bucket=bucket, Key=key, Range=f"bytes={first}-{end - 1}", IfMatch=etag, **access.extra
         )
-    except read_errors():
-        raise
-    except Exception as exc:
-        if (transient := retryable(exc)) is not None:
-            raise transient from exc
-        err = access.translate(exc, url=url, offset=first)
-        if not isinstance(err, ShardReadError):
-            err = ShardReadError(f"ranged read failed: {err.reason}", url=url, offset=first)
-        raise err from exc
     body = raw_body(response["Body"])
     try:
         check_content_range(response.get("ContentRange"), first, end, url)

@@ -2,19 +2,18 @@
 
 :class:`ObjectFetch` is the ``fetch(offset)`` of a streaming read (the first ``GetObject``
 learns the ETag, every resume sends ``IfMatch`` and ``Range: bytes=N-``); the prefetch chunks of
-:mod:`wds_cloud.openers.s3.prefetch` use :func:`raw_body` and :func:`retryable`
-from here too. Throttling and 5xx answers (the read client makes one attempt per request)
-become :class:`~wds_cloud.openers.streams.resumable.RetryableError`, retried by the read loop.
+:mod:`wds_cloud.openers.s3.prefetch` use :func:`raw_body` from here too.
+Each request runs in :func:`~wds_cloud.openers.s3.errors.s3_request`: throttling and 5xx
+answers (the read client makes one attempt per request) become
+:class:`~wds_cloud.openers.streams.resumable.RetryableError`, retried by the read loop.
 """
 
 from __future__ import annotations
 
-import http.client
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.errors import ShardReadError
+from wds_cloud.openers.s3.errors import error_code, s3_request
 from wds_cloud.openers.streams.resumable import (
-    NETWORK_ERRORS,
     Body,
     Opened,
     RetryableError,
@@ -25,52 +24,12 @@ from wds_cloud.openers.streams.resumable import (
 )
 
 try:
-    import botocore.exceptions as bexc
-    import urllib3.exceptions as u3exc
     import urllib3.response as u3response
-except ImportError:  # pragma: no cover - exercised only without the extra
-    bexc = None
+except ImportError:  # pragma: no cover - without the extra nothing here runs (no client)
+    pass
 
 if TYPE_CHECKING:
     from wds_cloud.openers.s3.config import S3Access
-
-_THROTTLED = {
-    "SlowDown",
-    "Throttling",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "RequestTimeout",
-    "InternalError",
-    "ServiceUnavailable",
-}
-
-
-def read_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean "the connection dropped mid-body": resume from the offset."""
-    return (
-        *NETWORK_ERRORS,
-        http.client.IncompleteRead,
-        bexc.ResponseStreamingError,
-        bexc.IncompleteReadError,
-        bexc.ReadTimeoutError,
-        bexc.ConnectionClosedError,
-        bexc.EndpointConnectionError,
-        bexc.ConnectTimeoutError,
-        u3exc.ProtocolError,
-        u3exc.ReadTimeoutError,
-    )
-
-
-def retryable(exc: BaseException) -> RetryableError | None:
-    """A :class:`RetryableError` for a throttling or 5xx ``ClientError``, else None."""
-    if not isinstance(exc, bexc.ClientError):
-        return None
-    error = exc.response.get("Error", {})
-    code = str(error.get("Code", ""))
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-    if code in _THROTTLED or status == 429 or status >= 500:
-        return RetryableError(f"S3 answered {code or status}: {error.get('Message') or exc}")
-    return None
 
 
 class _SmallReads:
@@ -141,23 +100,20 @@ class ObjectFetch:
             kwargs["IfMatch"] = self.etag
         if offset:
             kwargs["Range"] = f"bytes={offset}-"
-        try:
-            response = self.client.get_object(**kwargs)
-        except read_errors():
-            raise
-        except Exception as exc:
-            if (transient := retryable(exc)) is not None:
-                raise transient from exc
-            if offset and _error_code(exc) == "InvalidRange":
-                return past_end(url, offset, self._size(exc))
-            if not self.answered:
-                raise self.access.translate(exc, url=url) from exc
-            err = self.access.translate(exc, url=url, offset=offset)
-            if not isinstance(err, ShardReadError):
-                err = ShardReadError(
-                    f"resuming the read failed: {err.reason}", url=url, offset=offset
-                )
-            raise err from exc
+        resumed = self.answered  # a failure after the first answer is a broken read
+        with s3_request(
+            self.access.translate,
+            url=url,
+            offset=offset if resumed else None,
+            retry=True,
+            as_read="resuming the read failed" if resumed else None,
+        ):
+            try:
+                response = self.client.get_object(**kwargs)
+            except Exception as exc:
+                if offset and error_code(exc) == "InvalidRange":
+                    return past_end(url, offset, self._size(exc))
+                raise
         if not self.answered:
             self.answered = True
             self.etag = response.get("ETag")
@@ -187,14 +143,8 @@ class ObjectFetch:
         }
         if self.etag:
             kwargs["IfMatch"] = self.etag
-        try:
+        with s3_request(self.access.translate, url=self.url, offset=first, retry=True):
             response = self.client.get_object(**kwargs)
-        except read_errors():
-            raise
-        except Exception as exc:
-            if (transient := retryable(exc)) is not None:
-                raise transient from exc
-            raise self.access.translate(exc, url=self.url, offset=first) from exc
         self.answered = True
         self.etag = self.etag or response.get("ETag")
         body = raw_body(response["Body"])
@@ -217,9 +167,3 @@ def explain(translate: TranslateError, url: str, exc: BaseException) -> str:
     if not isinstance(exc, Exception):
         return repr(exc)
     return translate(exc, url=url).reason
-
-
-def _error_code(exc: BaseException) -> str | None:
-    """The S3 error code of a botocore ``ClientError`` (``"InvalidRange"``), else None."""
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-    return code if isinstance(code, str) else None

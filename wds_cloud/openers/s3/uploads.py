@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from wds_cloud.errors import ConfigError, UploadError
+from wds_cloud.errors import ConfigError
 from wds_cloud.openers.s3.config import split_s3_url
+from wds_cloud.openers.s3.errors import error_code, s3_request
 from wds_cloud.openers.s3.opener import S3Opener
 
 __all__ = ["IncompleteUpload", "abort_upload", "list_incomplete_uploads"]
@@ -71,12 +72,10 @@ def _pages(opener: S3Opener, bucket: str, prefix: str, url: str) -> Iterator[dic
     extra = opener.config.request_args()
     paginator = client.get_paginator("list_multipart_uploads")
     size = opener.config.list_page_size or 1000
-    try:
+    with s3_request(opener.translate_error, url=url):
         yield from paginator.paginate(
             Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": size}, **extra
         )
-    except Exception as exc:
-        raise opener.translate_error(exc, url=url) from exc
 
 
 def list_incomplete_uploads(
@@ -129,17 +128,16 @@ def abort_upload(upload: IncompleteUpload, *, opener: S3Opener | None = None) ->
     """
     opener = opener or S3Opener()
     extra = opener.config.request_args()
-    try:
-        opener.client().abort_multipart_upload(
-            Bucket=upload.bucket, Key=upload.key, UploadId=upload.upload_id, **extra
-        )
-    except Exception as exc:
-        if getattr(exc, "response", {}).get("Error", {}).get("Code") == "NoSuchUpload":
-            return False
-        reason = opener.translate_error(exc, url=upload.url).reason
-        raise UploadError(
-            f"aborting multipart upload {upload.upload_id} failed: {reason}", url=upload.url
-        ) from exc
+    doing = f"aborting multipart upload {upload.upload_id} failed"
+    with s3_request(opener.translate_error, url=upload.url, as_upload=doing):
+        try:
+            opener.client().abort_multipart_upload(
+                Bucket=upload.bucket, Key=upload.key, UploadId=upload.upload_id, **extra
+            )
+        except Exception as exc:
+            if error_code(exc) == "NoSuchUpload":
+                return False
+            raise
     return True
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from wds_cloud.errors import ShardError, UploadError
+from wds_cloud.errors import UploadError
+from wds_cloud.openers.s3.errors import s3_request, upload_error
 from wds_cloud.openers.streams.writer import CommittingWriter
 from wds_cloud.redact import redact_url
 
@@ -56,19 +57,16 @@ class S3Writer(CommittingWriter):
         super().__init__(url)
 
     def _error(self, exc: Exception, action: str) -> UploadError:
-        if isinstance(exc, ShardError | UploadError):
-            reason = exc.reason
-        else:
-            reason = f"S3 upload failed: {self._access.translate(exc, url=self.url).reason}"
-        return UploadError(f"{action}: {reason}", url=self.url)
+        doing = f"{action}: S3 upload failed"
+        return upload_error(exc, self._access.translate, url=self.url, doing=doing)
 
     def _call(self, action: str, method: str, **kwargs: Any) -> Any:
-        try:
+        with s3_request(
+            self._access.translate, url=self.url, as_upload=f"{action} failed: S3 upload failed"
+        ):
             return getattr(self._access.client, method)(
                 Bucket=self._bucket, Key=self._key, **kwargs, **self._access.extra
             )
-        except Exception as exc:
-            raise self._error(exc, f"{action} failed") from exc
 
     def _write(self, view: memoryview) -> None:
         n = len(view)

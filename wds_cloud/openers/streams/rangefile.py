@@ -21,6 +21,7 @@ from collections import OrderedDict
 from typing import Any
 
 from wds_cloud.errors import ConfigError, ShardNotFoundError
+from wds_cloud.openers.capabilities import Seekable
 from wds_cloud.openers.local import url_to_path
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.redact import redact_url
@@ -45,9 +46,9 @@ def object_size(url: str, registry: OpenerRegistry | None = None) -> int:
             return os.stat(url_to_path(url)).st_size
         except FileNotFoundError as exc:
             raise ShardNotFoundError(f"no such file: {url!r}", url=url) from exc
-    opener = (registry or default_registry()).for_url(url)
-    open_at = getattr(opener, "open_at", None)
-    stream = open_at(url, 0) if callable(open_at) else opener.open(url)
+    registry = registry or default_registry()
+    seeker = registry.capability(url, Seekable)
+    stream = seeker.open_at(url, 0) if seeker is not None else registry.for_url(url).open(url)
     try:
         size = getattr(stream, "size", None)
         if isinstance(size, int):

@@ -8,9 +8,11 @@ that happen on the caller's thread. :func:`open_ahead` opens shard ``i + 1`` in 
 while shard ``i`` is being read, so the request round trip and the first ``limit`` bytes of the
 next shard are not on the critical path either.
 
-The opener registry applies both to the remote schemes (``s3``, ``gs``/``gcs``, ``http``/
-``https``, ``ais``); local files (memory-mapped), ``pipe:`` (the subprocess already runs in
-parallel) and openers registered under other schemes are left as they are.
+The opener registry applies both to the streams of remote openers (those whose ``remote``
+class attribute is True: ``s3``, ``gs``/``gcs``, ``http``/``https``, ``ais``, and any plugin
+that declares it, see :mod:`wds_cloud.openers.capabilities`); local files (memory-mapped),
+``pipe:`` (the subprocess already runs in parallel) and openers without ``remote = True`` are
+left as they are.
 
 Setting: bytes in flight per stream, ``WDS_CLOUD_READAHEAD`` (a whole byte count, optionally
 with a binary unit: ``16M``, ``512K``, :func:`~wds_cloud.settings.parse_bytes`) or
@@ -42,8 +44,6 @@ from wds_cloud.settings import BYTES, ConfigTable, Field, at_least
 
 #: Bytes in flight per stream when neither the argument nor ``WDS_CLOUD_READAHEAD`` says.
 DEFAULT_READAHEAD = 16 << 20
-#: Schemes whose streams the registry reads ahead.
-REMOTE_SCHEMES = frozenset({"s3", "gs", "gcs", "http", "https", "ais"})
 
 _PIECE = 1 << 20  # the most one background read asks for
 _JOIN_SECONDS = 5.0  # how long close() waits for the socket read in progress
