@@ -141,7 +141,9 @@ class RealBackend(AisBackend):
     A GET to the proxy is redirected (301) to the target that owns the object, so the bytes
     of a read flow from that target: :meth:`port_for` reads the redirect's ``Location``.
     Incomplete multipart uploads are not listed by the API; :meth:`pending_uploads` finds their
-    parts on the targets' mountpaths (``<mountpath>/@ais/<bucket>/%ch/<name>.<upload>.<part>``).
+    parts on the targets' mountpaths (``<mountpath>/@ais/<bucket>/%ch/<name>.<upload>.<part>``),
+    leaving out those of a completed upload (AIStore 5.0 stores such an object in its chunks,
+    with a manifest in ``%ut/<name>`` naming the upload).
     """
 
     kind = "real"
@@ -185,13 +187,22 @@ class RealBackend(AisBackend):
         return [p for node in self.cluster.nodes[1:] for p in sorted(node.root.glob("mp*"))]
 
     def pending_uploads(self, bucket: str) -> list[str]:
-        names = set()
+        chunks = {}  # (object name, upload id) of every chunk file
+        manifests = {}  # object name -> its committed manifest's bytes
         for mountpath in self._mountpaths():
-            chunks = mountpath / "@ais" / bucket / "%ch"
-            for part in chunks.rglob("*"):
+            root = mountpath / "@ais" / bucket
+            for part in (root / "%ch").rglob("*"):
                 if part.is_file():  # <object name>.<upload id>.<part number>
-                    names.add(str(part.relative_to(chunks)).rsplit(".", 2)[0])
-        return sorted(names)
+                    name, upload, _ = str(part.relative_to(root / "%ch")).rsplit(".", 2)
+                    chunks[name, upload] = part
+            for manifest in (root / "%ut").rglob("*"):
+                if manifest.is_file():
+                    manifests[str(manifest.relative_to(root / "%ut"))] = manifest.read_bytes()
+        # a completed upload keeps its chunks (the object is stored chunked); its manifest
+        # names the upload id, which is all this looks for in the (binary) manifest
+        return sorted(
+            {n for n, u in chunks if u.encode() not in manifests.get(n, b"")},
+        )
 
     def port_for(self, bucket: str, name: str) -> int:
         url = f"{self.url}/v1/objects/{quote(bucket)}/{quote(name)}"
