@@ -3,7 +3,8 @@
 ``ais_backend`` (per test) and ``ais_module_backend`` (per module, for data shared by a module's
 tests) are :class:`~tests.ais.backends.AisBackend` s, parametrised over ``emulator`` and
 ``real`` by :func:`pytest_generate_tests`; a test marked ``@pytest.mark.emulator_only(reason)``
-gets the emulator only (the reason says what the real cluster here cannot do). The ``real``
+gets the emulator only (the reason says what the real cluster here cannot do), and one marked
+``@pytest.mark.slow_on_real`` has its ``real`` case marked ``slow``. The ``real``
 cases carry the ``ais_real`` mark and skip, with the reason, where no real cluster can start
 (see ``tests/servers/conftest_plugin.py``).
 """
@@ -51,9 +52,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrise ``ais_backend``/``ais_module_backend`` over the emulator and the real cluster."""
     emulator_only = metafunc.definition.get_closest_marker("emulator_only") is not None
     kinds = BACKENDS[:1] if emulator_only else BACKENDS
-    params = [
-        pytest.param(k, id=k, marks=[pytest.mark.ais_real] if k == "real" else []) for k in kinds
-    ]
+    real_marks = [pytest.mark.ais_real]
+    if metafunc.definition.get_closest_marker("slow_on_real") is not None:
+        real_marks.append(pytest.mark.slow)
+    params = [pytest.param(k, id=k, marks=real_marks if k == "real" else []) for k in kinds]
     for name, scope in (("ais_backend", "function"), ("ais_module_backend", "module")):
         if name in metafunc.fixturenames:
             metafunc.parametrize(name, params, indirect=True, scope=scope)
