@@ -36,6 +36,7 @@ def test_list_all_pages(ais_backend: AisBackend) -> None:
     assert len(opener.list(f"ais://{bucket}/")) == 12
 
 
+@pytest.mark.slow_on_real  # 2,000 PUTs: ~14 s on a busy 2-core machine
 def test_list_thousands_across_targets_by_prefix(ais_backend: AisBackend) -> None:
     """2,000 objects under two prefixes, listed 250 a page: on the real cluster each page is
     merged from both targets' listings; names sorted, each once, sizes from the listing."""
