@@ -1,4 +1,13 @@
-"""Fixtures for the ais:// tests: the AIStore emulator, a test ETL process, shards."""
+"""Fixtures for the ais:// tests: the backend (emulator or real cluster), a test ETL process, shards.
+
+``ais_backend`` (per test) and ``ais_module_backend`` (per module, for data shared by a module's
+tests) are :class:`~tests.ais.backends.AisBackend` s, parametrised over ``emulator`` and
+``real`` by :func:`pytest_generate_tests`; a test marked ``@pytest.mark.emulator_only(reason)``
+gets the emulator only (the reason says what the real cluster here cannot do), and one marked
+``@pytest.mark.slow_on_real`` has its ``real`` case marked ``slow``. The ``real``
+cases carry the ``ais_real`` mark and skip, with the reason, where no real cluster can start
+(see ``tests/servers/conftest_plugin.py``).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.ais.backends import AisBackend, EmulatorBackend, RealBackend
 from tests.emulators.ais.server import AisEmulator
 from tests.support import tarbuild
 from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture re-export
@@ -35,9 +45,49 @@ def make_shard(index: int, samples: int, payload: int = 64) -> tuple[bytes, list
     return tarbuild.tar_bytes(members, mtime=0), expected
 
 
+BACKENDS = ("emulator", "real")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise ``ais_backend``/``ais_module_backend`` over the emulator and the real cluster."""
+    emulator_only = metafunc.definition.get_closest_marker("emulator_only") is not None
+    kinds = BACKENDS[:1] if emulator_only else BACKENDS
+    real_marks = [pytest.mark.ais_real]
+    if metafunc.definition.get_closest_marker("slow_on_real") is not None:
+        real_marks.append(pytest.mark.slow)
+    params = [pytest.param(k, id=k, marks=real_marks if k == "real" else []) for k in kinds]
+    for name, scope in (("ais_backend", "function"), ("ais_module_backend", "module")):
+        if name in metafunc.fixturenames:
+            metafunc.parametrize(name, params, indirect=True, scope=scope)
+
+
+def _backend(request: pytest.FixtureRequest, emulator_fixture: str) -> Iterator[AisBackend]:
+    if request.param == "emulator":
+        yield EmulatorBackend(request.getfixturevalue(emulator_fixture))
+        return
+    backend = RealBackend(request.getfixturevalue("ais_cluster"))
+    try:
+        yield backend
+    finally:
+        backend.cleanup()
+
+
+@pytest.fixture
+def ais_backend(request: pytest.FixtureRequest) -> Iterator[AisBackend]:
+    """The AIStore this test runs on: the emulator (reset) or the real cluster (fresh buckets,
+    destroyed after the test)."""
+    yield from _backend(request, "ais_emulator")
+
+
+@pytest.fixture(scope="module")
+def ais_module_backend(request: pytest.FixtureRequest) -> Iterator[AisBackend]:
+    """:func:`ais_backend` for a module whose tests share data (the emulator reset once)."""
+    yield from _backend(request, "emulator")
+
+
 @dataclass
 class Shards:
-    """Shards stored in the emulator: URLs and the samples each holds."""
+    """Shards stored on a backend: URLs and the samples each holds."""
 
     bucket: str
     urls: list[str]
@@ -45,15 +95,15 @@ class Shards:
 
 
 def put_shards(
-    emu: AisEmulator, bucket: str, count: int, samples: int, payload: int = 64
+    backend: AisBackend, bucket: str, count: int, samples: int, payload: int = 64
 ) -> Shards:
-    """Create ``bucket`` and store ``count`` shards in it."""
-    emu.store.create_bucket(bucket, exist_ok=True)
+    """Create ``bucket`` and store ``count`` shards in it (URLs use its actual name)."""
+    bucket = backend.create_bucket(bucket)
     urls, expected = [], {}
     for i in range(count):
         data, samples_i = make_shard(i, samples, payload)
         name = f"train/shard-{i:04d}.tar"
-        emu.store.put_object(bucket, name, data)
+        backend.put_object(bucket, name, data)
         url = f"ais://{bucket}/{name}"
         urls.append(url)
         expected[url] = samples_i
@@ -61,15 +111,15 @@ def put_shards(
 
 
 @pytest.fixture
-def shards(ais_emulator: AisEmulator) -> Shards:
+def shards(ais_backend: AisBackend) -> Shards:
     """Four shards of 50 samples each in bucket ``data``."""
-    return put_shards(ais_emulator, "data", 4, 50)
+    return put_shards(ais_backend, "data", 4, 50)
 
 
 @pytest.fixture
-def opener(ais_emulator: AisEmulator) -> AisOpener:
-    """An opener for the emulator: 2 retries without backoff."""
-    return AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
+def opener(ais_backend: AisBackend) -> AisOpener:
+    """An opener for the backend: 2 retries without backoff."""
+    return ais_backend.opener()
 
 
 @pytest.fixture(scope="session")
@@ -116,9 +166,6 @@ def emulator(ais_server: AisEmulator) -> AisEmulator:
 
 
 @pytest.fixture(scope="module")
-def registry(emulator: AisEmulator) -> OpenerRegistry:
-    """An opener registry on :func:`emulator` (module-scoped, like the data it reads)."""
-    registry = OpenerRegistry()
-    opener = AisOpener(endpoint=emulator.url, retries=2, backoff=0.0, timeout=(2.0, 20.0))
-    registry.register("ais", opener, override=True)
-    return registry
+def registry(ais_module_backend: AisBackend) -> OpenerRegistry:
+    """An opener registry on :func:`ais_module_backend` (module-scoped, like the data it reads)."""
+    return ais_module_backend.registry()

@@ -91,6 +91,7 @@ def test_import_wds_cloud_does_not_import_the_sdk() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.emulator_only("inline ETL needs Kubernetes")
 @pytest.mark.parametrize("start", ["spawn", "fork"])
 def test_dataloader_two_workers(
     ais_emulator: AisEmulator, shards: Shards, upper_etl: str, start: str

@@ -1,12 +1,15 @@
-"""ais:// reads through the real aistore SDK against the emulator: samples, ETL, resume, errors."""
+"""ais:// reads through the real aistore SDK, on the emulator and the real cluster (``ais_backend``):
+samples, ETL (emulator only), resume, errors, odd names."""
 
 from __future__ import annotations
 
 import os
 import pickle
+from typing import Any
 
 import pytest
 
+from tests.ais.backends import AisBackend
 from tests.ais.conftest import ETL_NAME, Shards
 from tests.contract.opener_contract import OpenerCase, OpenerContract
 from tests.emulators.ais.server import AisEmulator
@@ -16,6 +19,11 @@ from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError, Sh
 from wds_cloud.openers.ais.opener import AisOpener
 
 pytestmark = pytest.mark.ais
+
+# inline ETL runs in Kubernetes pods on a real cluster; there is none here
+ETL_ONLY_ON_EMULATOR = pytest.mark.emulator_only("inline ETL needs Kubernetes")
+# cut_after/requests are emulator hooks; test_net_faults cuts real reads through a proxy
+HOOKS_ONLY_ON_EMULATOR = pytest.mark.emulator_only("uses the emulator's cut_after hook")
 
 
 def samples_of(opener: AisOpener, url: str, **options: object) -> list[dict[str, object]]:
@@ -36,11 +44,11 @@ def upper(expected: list[dict[str, bytes]], suffix: bytes = b"") -> list[dict[st
 
 class TestAisContract(OpenerContract):
     @pytest.fixture
-    def opener_case(self, ais_emulator: AisEmulator, opener: AisOpener) -> OpenerCase:
+    def opener_case(self, ais_backend: AisBackend, opener: AisOpener) -> OpenerCase:
         data = os.urandom(1 << 20)
-        ais_emulator.store.create_bucket("contract")
-        ais_emulator.store.put_object("contract", "x.tar", data)
-        return OpenerCase(opener, "ais://contract/x.tar", "ais://contract/missing.tar", data)
+        bucket = ais_backend.create_bucket("contract")
+        ais_backend.put_object(bucket, "x.tar", data)
+        return OpenerCase(opener, f"ais://{bucket}/x.tar", f"ais://{bucket}/missing.tar", data)
 
 
 def test_reads_every_sample(opener: AisOpener, shards: Shards) -> None:
@@ -50,23 +58,27 @@ def test_reads_every_sample(opener: AisOpener, shards: Shards) -> None:
         assert {s["__url__"] for s in got} == {url}
 
 
+@ETL_ONLY_ON_EMULATOR
 def test_etl_by_open_option(opener: AisOpener, shards: Shards, upper_etl: str) -> None:
     url = shards.urls[0]
     assert strip(samples_of(opener, url, etl=upper_etl)) == upper(shards.expected[url])
 
 
+@ETL_ONLY_ON_EMULATOR
 def test_etl_per_url(opener: AisOpener, shards: Shards, upper_etl: str) -> None:
     url = shards.urls[1]
     got = samples_of(opener, f"{url}?etl={upper_etl}")
     assert strip(got) == upper(shards.expected[url])
 
 
+@ETL_ONLY_ON_EMULATOR
 def test_etl_from_config(ais_emulator: AisEmulator, shards: Shards, upper_etl: str) -> None:
     opener = AisOpener(endpoint=ais_emulator.url, etl=upper_etl, etl_args={"suffix": "?"})
     url = shards.urls[2]
     assert strip(samples_of(opener, url)) == upper(shards.expected[url], b"?")
 
 
+@ETL_ONLY_ON_EMULATOR
 def test_etl_args_dict_sent_as_compact_json(
     ais_emulator: AisEmulator, opener: AisOpener, shards: Shards, upper_etl: str
 ) -> None:
@@ -78,6 +90,7 @@ def test_etl_args_dict_sent_as_compact_json(
     assert gets[-1]["etl_args"] == '{"suffix":"!"}'
 
 
+@ETL_ONLY_ON_EMULATOR
 def test_etl_args_in_url_are_verbatim_and_win(
     opener: AisOpener, shards: Shards, upper_etl: str
 ) -> None:
@@ -86,6 +99,7 @@ def test_etl_args_in_url_are_verbatim_and_win(
     assert strip(got) == upper(shards.expected[url], b"+")
 
 
+@HOOKS_ONLY_ON_EMULATOR
 def test_resume_without_etl_uses_range(
     ais_emulator: AisEmulator, opener: AisOpener, shards: Shards
 ) -> None:
@@ -103,6 +117,7 @@ def test_resume_without_etl_uses_range(
     assert ranges == ["bytes=7000-", "bytes=14000-"]
 
 
+@ETL_ONLY_ON_EMULATOR
 def test_resume_through_etl_restarts_and_skips(
     ais_emulator: AisEmulator, opener: AisOpener, shards: Shards, upper_etl: str
 ) -> None:
@@ -119,6 +134,7 @@ def test_resume_through_etl_restarts_and_skips(
     assert etl_gets == [None, None]  # re-requested from the start: AIStore ignores Range here
 
 
+@HOOKS_ONLY_ON_EMULATOR
 def test_resume_gives_up_with_offset(
     ais_emulator: AisEmulator, opener: AisOpener, shards: Shards
 ) -> None:
@@ -134,17 +150,23 @@ def test_resume_gives_up_with_offset(
 
 
 def test_object_replaced_mid_read_is_an_error(
-    ais_emulator: AisEmulator, opener: AisOpener, shards: Shards
+    ais_backend: AisBackend, shards: Shards, faulty_proxy: Any
 ) -> None:
-    ais_emulator.cut_after(4096)
-    stream = opener.open(shards.urls[0])
+    """The first connection is cut after 20,000 bytes; the object is replaced before the
+    resume, whose answer carries another checksum (the proxy sits where the bytes flow: in
+    front of the target that owns the object on the real cluster)."""
+    name = "train/shard-0000.tar"
+    proxy = faulty_proxy(ais_backend.port_for(shards.bucket, name), cut_after=20_000, first=1)
+    stream = ais_backend.opener(endpoint=proxy.url).open(shards.urls[0])
     head = stream.read(4096)
     assert len(head) == 4096
-    ais_emulator.store.put_object(shards.bucket, "train/shard-0000.tar", b"x" * 100000)
+    ais_backend.put_object(shards.bucket, name, b"x" * 100000)
     with pytest.raises(ShardReadError, match="changed") as info:
         stream.read()
     stream.close()
-    assert info.value.offset == 4096
+    assert proxy.cuts == 1
+    assert info.value.url == shards.urls[0]
+    assert info.value.offset is not None and 4096 <= info.value.offset < 20_000
 
 
 def test_missing_object(opener: AisOpener, shards: Shards) -> None:
@@ -155,11 +177,14 @@ def test_missing_object(opener: AisOpener, shards: Shards) -> None:
     assert "does not exist" in str(info.value)
 
 
-def test_missing_bucket(opener: AisOpener) -> None:
-    with pytest.raises(ShardNotFoundError, match=r'bucket "ais://ghost" does not exist'):
-        opener.open("ais://ghost/x.tar")
+def test_missing_bucket(ais_backend: AisBackend, opener: AisOpener) -> None:
+    ghost = ais_backend.bucket_name("ghost")
+    with pytest.raises(ShardNotFoundError, match=rf'bucket "ais://{ghost}" does not exist') as info:
+        opener.open(f"ais://{ghost}/x.tar")
+    assert info.value.url == f"ais://{ghost}/x.tar"
 
 
+@ETL_ONLY_ON_EMULATOR
 def test_unknown_etl_names_etl_and_url(opener: AisOpener, shards: Shards) -> None:
     with pytest.raises(ShardOpenError) as info:
         opener.open(shards.urls[0], etl="no-such-etl")
@@ -176,14 +201,15 @@ def test_unreachable_endpoint_names_it() -> None:
             opener.open("ais://b/x.tar")
 
 
-def test_empty_object(ais_emulator: AisEmulator, opener: AisOpener) -> None:
-    ais_emulator.store.create_bucket("e")
-    ais_emulator.store.put_object("e", "empty.tar", b"")
-    stream = opener.open("ais://e/empty.tar")
+def test_empty_object(ais_backend: AisBackend, opener: AisOpener) -> None:
+    bucket = ais_backend.create_bucket("e")
+    ais_backend.put_object(bucket, "empty.tar", b"")
+    stream = opener.open(f"ais://{bucket}/empty.tar")
     assert stream.read() == b""
     stream.close()
 
 
+@pytest.mark.emulator_only("a remote bucket needs a cloud backend configured on the cluster")
 def test_remote_provider_via_url(ais_emulator: AisEmulator, opener: AisOpener) -> None:
     ais_emulator.store.create_bucket("cloud", provider="aws")
     ais_emulator.store.put_object("cloud", "a.tar", b"remote bytes", provider="aws")
@@ -195,15 +221,16 @@ def test_remote_provider_via_url(ais_emulator: AisEmulator, opener: AisOpener) -
         opener.open("ais://cloud/a.tar")  # no such ais:// bucket
 
 
-def test_names_are_percent_decoded(ais_emulator: AisEmulator, opener: AisOpener) -> None:
-    ais_emulator.store.create_bucket("q")
-    ais_emulator.store.put_object("q", "dir/a b?.tar", b"odd")
-    stream = opener.open("ais://q/dir/a%20b%3F.tar")
+def test_names_are_percent_decoded(ais_backend: AisBackend, opener: AisOpener) -> None:
+    bucket = ais_backend.create_bucket("q")
+    ais_backend.put_object(bucket, "dir/a b?.tar", b"odd")
+    stream = opener.open(f"ais://{bucket}/dir/a%20b%3F.tar")
     assert stream.read() == b"odd"
     stream.close()
 
 
-def test_bad_urls_and_options(opener: AisOpener) -> None:
+def test_bad_urls_and_options() -> None:
+    opener = AisOpener(endpoint="http://127.0.0.1:9")  # refused before any request
     with pytest.raises(ConfigError, match="unknown option"):
         opener.open("ais://b/x.tar?etl_name=x")
     with pytest.raises(ConfigError, match="unknown option"):

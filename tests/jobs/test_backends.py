@@ -1,5 +1,7 @@
-"""Jobs on the other object stores, end to end: gs:// (fake-gcs-server) and ais:// (the
-AIStore emulator driven by the real ``aistore`` SDK), and files from an s3:// prefix."""
+"""Jobs on the other object stores, end to end: gs:// (fake-gcs-server), ais:// to dSort (the
+AIStore emulator driven by the real ``aistore`` SDK), and files from an s3:// prefix. The jobs
+on ``ais://`` through the engine run on the emulator and the real cluster in
+``tests/ais/test_jobs.py``."""
 
 from __future__ import annotations
 
@@ -36,40 +38,6 @@ def test_reshard_local_to_gs_and_map_back(fake_gcs: Any, tmp_path):
     )
     local = reshard(inputs, str(tmp_path / "l" / "r-%03d.tar"), maxcount=5, shuffle=True, seed=4)
     assert read_samples(back.shards) == [helpers.upper(s) for s in read_samples(local.shards)]
-
-
-@pytest.mark.ais
-def test_map_and_reshard_on_ais(ais_emulator: Any, tmp_path):
-    registry = OpenerRegistry()
-    registry.register(
-        "ais", AisOpener(endpoint=ais_emulator.url, retries=2, backoff=0.0), override=True
-    )
-    ais_emulator.store.create_bucket("jobs", exist_ok=True)
-    local = resolve_shards(write_inputs(tmp_path / "in", 2, 9))
-    for url in local:
-        name = url.rsplit("/", 1)[1]
-        ais_emulator.store.put_object("jobs", f"in/{name}", open(url, "rb").read())
-    mapped = map_shards(
-        "ais://jobs/in/", "ais://jobs/mapped/m-%02d.tar", helpers.broken, registry=registry
-    )
-    kept = [helpers.upper(s) for s in read_samples(local) if s["cls"] not in (b"3", b"5")]
-    assert read_samples(mapped.shards, registry) == kept
-    # a select keeps the shuffle on the engine (without map/select, ais:// to ais:// may go to
-    # dSort: tests/jobs/test_bounds.py checks that hook)
-    result = reshard(
-        "ais://jobs/mapped/",
-        "ais://jobs/shuf/s-%02d.tar",
-        maxcount=4,
-        shuffle=True,
-        seed=1,
-        select=helpers.even_class,
-        registry=registry,
-    )
-    even = [s for s in kept if int(s["cls"]) % 2 == 0]
-    assert multiset(read_samples(result.shards, registry)) == multiset(even)
-    assert len(result.shards) == -(-len(kept) // 4) - sum(
-        1 for t in result.tasks if t.output is None
-    )
 
 
 @pytest.mark.s3

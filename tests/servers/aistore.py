@@ -234,6 +234,17 @@ class Cluster:
         if net is not None:
             net.stop()
 
+    def kill(self, name: str) -> None:
+        """SIGKILL the node ``name`` (``proxy``, ``target1``, ...) by its PID, as a crash would
+        end it; :meth:`stop` still stops the others.
+
+        Raises:
+            KeyError: no running process of that name.
+        """
+        process = self._processes[name]
+        process.kill()
+        process.wait()
+
     def __enter__(self) -> Self:
         return self.start()
 

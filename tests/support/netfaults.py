@@ -65,7 +65,9 @@ class NetCase:
     """What a backend provides to :class:`NetFaultContract`.
 
     Attributes:
-        port: port of the real server (the proxy forwards to it).
+        port: port of the real server (the proxy forwards to it), or ``port(name)`` giving the
+            port that serves the bytes of object ``name`` (already stored): on a cluster that
+            redirects reads (AIStore), the node that owns the object.
         put: stores ``data`` under ``name`` on the server.
         url: ``(proxy_url, name) -> URL`` that reaches ``name`` through the proxy.
         opener: ``(endpoint, read_timeout=None, stall_timeout=None) -> opener`` with fast
@@ -73,11 +75,15 @@ class NetCase:
         default_opener: an opener with every setting at its default (environment cleared).
     """
 
-    port: int
+    port: int | Callable[[str], int]
     put: Callable[[str, bytes], None]
     url: Callable[[str, str], str]
     opener: Callable[..., Any]
     default_opener: Callable[[], Any]
+
+    def port_for(self, name: str) -> int:
+        """The port a fault proxy for object ``name`` forwards to (see :attr:`port`)."""
+        return self.port(name) if callable(self.port) else self.port
 
 
 class NetFaultContract:
@@ -93,7 +99,7 @@ class NetFaultContract:
     ) -> None:
         data, expected = mixed_shard(1)
         net_case.put("mixed.tar", data)
-        proxy = faulty_proxy(net_case.port, cut_after=cut_after, reset=reset)
+        proxy = faulty_proxy(net_case.port_for("mixed.tar"), cut_after=cut_after, reset=reset)
         url = net_case.url(proxy.url, "mixed.tar")
         read_exact(net_case.opener(proxy.url).open(url), url, expected)
         assert proxy.cuts >= len(data) // cut_after
@@ -105,7 +111,7 @@ class NetFaultContract:
         # request (which the proxy serves until its own 1 MiB) continues from the last byte.
         data, expected = mixed_shard(2)
         net_case.put("stall.tar", data)
-        proxy = faulty_proxy(net_case.port, stall_after=1 << 20)
+        proxy = faulty_proxy(net_case.port_for("stall.tar"), stall_after=1 << 20)
         url = net_case.url(proxy.url, "stall.tar")
         read_exact(net_case.opener(proxy.url, read_timeout=0.5).open(url), url, expected)
         assert proxy.stalls >= 3
@@ -115,7 +121,7 @@ class NetFaultContract:
     ) -> None:
         data, _ = mixed_shard(3)
         net_case.put("dead.tar", data)
-        proxy = faulty_proxy(net_case.port, stall_after=300_000, first=1)
+        proxy = faulty_proxy(net_case.port_for("dead.tar"), stall_after=300_000, first=1)
         url = net_case.url(proxy.url, "dead.tar")
         stream = net_case.opener(proxy.url, stall_timeout=2).open(url)
         assert stream.read(1000) == data[:1000]
@@ -133,7 +139,9 @@ class NetFaultContract:
         self, net_case: NetCase, faulty_proxy: Any
     ) -> None:
         net_case.put("mute.tar", b"x" * 10_000)
-        proxy = faulty_proxy(net_case.port, stall_after=0)  # requests arrive, nothing returns
+        proxy = faulty_proxy(
+            net_case.port_for("mute.tar"), stall_after=0
+        )  # requests arrive, nothing returns
         url = net_case.url(proxy.url, "mute.tar")
         began = time.monotonic()
         with pytest.raises(ShardOpenError) as info:
