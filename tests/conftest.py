@@ -24,15 +24,15 @@ import pytest
 
 from tests.support.ownership import Detached, NewThreads
 
-# the real AIStore cluster's fixtures, ``ais_cluster`` and ``ais_cluster_authn``
-pytest_plugins = ["tests.servers.conftest_plugin"]
+# the real AIStore cluster's fixtures (``ais_cluster``, ``ais_cluster_authn``), and pytester:
+# tests/test_environ.py runs a session of its own
+pytest_plugins = ["tests.servers.conftest_plugin", "pytester"]
 
 if TYPE_CHECKING:
     from tests.emulators.ais.server import AisEmulator
     from tests.support.fake_gcs import FakeGcsServer
     from tests.support.seaweed import SeaweedServer
 
-pytest_plugins = ["pytester"]  # tests/test_environ.py runs a session of its own
 
 #: pytest sets this one for each phase of each test, and removes it itself
 _PYTEST_CURRENT = "PYTEST_CURRENT_TEST"
