@@ -34,13 +34,22 @@ CHUNK = 256 * 1024
 
 
 class HttpError(Exception):
-    """An error reply: status and AIStore-style message."""
+    """An error reply: status, AIStore-style message and AIStore's error type (``tcode``,
+    e.g. ``ErrNotFound``; AIStore 5.0 leaves it out of some replies, so it is optional)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        tcode: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
+        self.tcode = tcode
 
 
 class AisHandler(BaseHTTPRequestHandler):
@@ -118,7 +127,7 @@ class AisHandler(BaseHTTPRequestHandler):
                 raise HttpError(404, f"invalid route {parts.path!r}")
             self._route(method, parts.path[4:], query, body)
         except HttpError as err:
-            self._error(err.status, err.message, err.headers)
+            self._error(err.status, err.message, err.headers, tcode=err.tcode)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # an emulator bug: make it loud, not a hang
@@ -161,12 +170,20 @@ class AisHandler(BaseHTTPRequestHandler):
     def send_json(self, status: int, value: Any) -> None:
         self.send_bytes(status, json.dumps(value).encode(), {"Content-Type": "application/json"})
 
-    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def _error(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        tcode: str | None = None,
+    ) -> None:
         payload = json.dumps(
             {
+                **({"tcode": tcode} if tcode else {}),
                 "message": message,
                 "method": self._method,
-                "url_path": urlsplit(self.path).path,
+                "url_path": unquote(urlsplit(self.path).path),  # Go's decoded URL.Path
                 "remote_addr": self.client_address[0],
                 "caller": "",
                 "node": NODE,
@@ -223,11 +240,15 @@ class AisHandler(BaseHTTPRequestHandler):
             return self.emu.store.get_object(bucket, name, provider)
         except NoSuchBucket:
             raise HttpError(
-                404, f'bucket "{bucket_uri(provider, bucket)}" does not exist'
+                404,
+                f'bucket "{bucket_uri(provider, bucket)}" does not exist',
+                tcode="ErrBckNotFound",
             ) from None
         except NoSuchObject:
             raise HttpError(
-                404, f"{NODE}: {bucket_uri(provider, bucket, name)} does not exist"
+                404,
+                f"{NODE}: {bucket_uri(provider, bucket, name)} does not exist",
+                tcode="ErrNotFound",
             ) from None
 
     def _object(
