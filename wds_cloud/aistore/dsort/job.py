@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from wds_cloud.openers.ais.opener import AisConfig
 
 
+#: Sent when a spec names no ``dsorter_type``: AIStore 5.0's proxy cannot choose one itself (it
+#: asks each target for its free memory over intra-control without the sender headers its
+#: targets require, and the start fails with "stats.NodeStatus.Status: ReadString: ..."), so
+#: wds_cloud names the type the proxy falls back to when memory is not known to suffice.
+DEFAULT_DSORTER_TYPE = "dsort_general"
+
+
 class DsortJobError(WdsCloudError, RuntimeError):
     """A dSort job failed, was aborted, or the cluster refused it.
 
@@ -106,6 +113,8 @@ def start(
     """Validates a spec and starts the dSort job through the AIStore SDK.
 
     The SDK's ``Dsort.start`` takes a file path, so the spec is written to a temporary JSON file.
+    A spec without ``dsorter_type`` is sent with :data:`DEFAULT_DSORTER_TYPE` (AIStore 5.0
+    cannot pick one itself).
 
     Args:
         spec: a :class:`DsortSpec`, a spec dict, or a path to a JSON/YAML spec file.
@@ -129,6 +138,8 @@ def start(
         data = load_spec(spec)
     else:
         data = validate(spec)
+    if not data.get("dsorter_type"):
+        data["dsorter_type"] = DEFAULT_DSORTER_TYPE
     ais = sdk_client(client, endpoint, config)
     with tempfile.TemporaryDirectory(prefix="wds-dsort-") as tmp:
         path = Path(tmp) / "spec.json"
