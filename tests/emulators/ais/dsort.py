@@ -37,7 +37,7 @@ from tests.emulators.ais.store import AisStore, NoSuchObject, bucket_uri, normal
 NODE, TARGET = "p[emu]", "emut"
 NO_DSORTER_TYPE = (
     'stats.NodeStatus.Status: ReadString: expects " or n, but found 4, error found in #10 '
-    'byte of ...|"status":400}|...'
+    'byte of ...|"status":400}\n|...'
 )
 EXTS = (".tar.gz", ".tar.lz4", ".tgz", ".tar", ".zip")
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -445,7 +445,7 @@ def handle(
         src, dst = spec["input_bck"], spec["output_bck"]
         if not store.has_bucket(src["name"], src["provider"]):
             msg = f'bucket "{bucket_uri(src["provider"], src["name"])}" does not exist'
-            return _reply(404, msg, method, path)
+            return _reply(404, msg, method, path, tcode="ErrBckNotFound")
         store.create_bucket(dst["name"], dst["provider"], exist_ok=True)
         if not spec["dsorter_type"]:
             # AIStore 5.0 (v1.5.0): with no dsorter_type the proxy asks every target for its

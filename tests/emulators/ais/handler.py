@@ -122,7 +122,9 @@ class AisHandler(BaseHTTPRequestHandler):
         try:
             token = self.emu.required_token
             if token is not None and auth != f"Bearer {token}":
-                raise HttpError(401, "token required" if auth is None else "invalid token")
+                self._missing_bucket_first(parts.path, query)
+                # AIStore 5.0 tags a rejected token (not a missing one) with tcode wrapError
+                raise HttpError(401, _auth_message(auth), tcode=auth and "wrapError")
             if not parts.path.startswith("/v1/"):
                 raise HttpError(404, f"invalid route {parts.path!r}")
             self._route(method, parts.path[4:], query, body)
@@ -132,6 +134,18 @@ class AisHandler(BaseHTTPRequestHandler):
             self.close_connection = True
         except Exception as exc:  # an emulator bug: make it loud, not a hang
             self._error(500, f"emulator failure: {type(exc).__name__}: {exc}")
+
+    def _missing_bucket_first(self, path: str, query: dict[str, str]) -> None:
+        """AIStore 5.0 looks up the bucket of an object or bucket request before the token:
+        a missing bucket is a 404 even without a valid token."""
+        head, _, rest = path.removeprefix("/v1/").partition("/")
+        bucket = unquote(rest.partition("/")[0])
+        if head not in ("objects", "buckets") or not bucket:
+            return
+        provider = normalize_provider(query.get("provider"))
+        if not self.emu.store.has_bucket(bucket, provider):
+            where = bucket_uri(provider, bucket)
+            raise HttpError(404, f'bucket "{where}" does not exist', tcode="ErrBckNotFound")
 
     def _route(self, method: str, rest: str, query: dict[str, str], body: bytes) -> None:
         head, _, tail = rest.partition("/")
@@ -338,6 +352,18 @@ class AisHandler(BaseHTTPRequestHandler):
             raise HttpError(501, "dsort is not available in this emulator build") from None
         status, headers, reply = module.handle(self.emu.store, method, path, query, body)
         self.send_bytes(status, reply, dict(headers))
+
+
+def _auth_message(authorization: str | None) -> str:
+    """AIStore 5.0's 401 texts: no token, a token that is not a JWT, one with a bad signature."""
+    if authorization is None:
+        return "token required"
+    why = (
+        "token signature is invalid: signature is invalid"
+        if authorization.removeprefix("Bearer ").count(".") == 2
+        else "token is malformed: token contains an invalid number of segments"
+    )
+    return f'invalid token from header "Authorization": invalid token [err: {why}]'
 
 
 def _chunks(resp: http.client.HTTPResponse) -> Iterator[bytes]:
