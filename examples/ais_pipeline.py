@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
     urls, result = shuffle_shards(client, opts.bucket, len(shards), opts.shard_size, registry)
     print(
-        json.dumps({"dsort": result.job_id, "records": result.records, "shards": len(urls)}),
+        json.dumps({"dsort": result.job_id, "members": result.members, "shards": len(urls)}),
         flush=True,
     )
 

@@ -567,7 +567,8 @@ def _extract(store: AisStore, job: Job) -> list[tuple[str, list[tuple[tarfile.Ta
         size = sum(len(d) for recs in shard.values() for _, d in recs)
         job.extraction["extracted_count"] = str(int(job.extraction["extracted_count"]) + 1)
         job.extraction["extracted_size"] = str(int(job.extraction["extracted_size"]) + size)
-        n = int(job.extraction["extracted_record_count"]) + len(shard)
+        # AIStore counts every extracted file here (shard/rcb.go), not the records
+        n = int(job.extraction["extracted_record_count"]) + sum(len(r) for r in shard.values())
         job.extraction["extracted_record_count"] = str(n)
     _finish(job.extraction, t0)
     return records

@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +68,8 @@ class DsortResult:
         shards_created: output shards written.
         shards_to_create: output shards planned.
         input_shards: input shards extracted.
-        records: records (samples) extracted.
+        members: tar members (files) extracted; AIStore's ``extracted_record_count``, which
+            counts every file of a record, not the records (samples) they form.
         extracted_bytes: record bytes extracted.
         elapsed_s: job duration from the cluster's start/finish times, when both are known.
         errors: error messages reported by targets.
@@ -82,12 +84,23 @@ class DsortResult:
     shards_created: int
     shards_to_create: int
     input_shards: int
-    records: int
+    members: int
     extracted_bytes: int
     elapsed_s: float | None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     targets: int = 0
+
+    @property
+    def records(self) -> int:
+        """Deprecated: :attr:`members` (it always counted tar members, not records)."""
+        warnings.warn(
+            "DsortResult.records is DsortResult.members: AIStore counts the tar members "
+            "extracted, not the records (samples) they form",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.members
 
 
 def _translate(exc: Exception, job_id: str | None, action: str) -> Exception:
@@ -189,7 +202,7 @@ def _summary(job_id: str, infos: Mapping[str, Any]) -> DsortResult:
         shards_created=total("shard_creation", "created_count"),
         shards_to_create=total("shard_creation", "to_create"),
         input_shards=total("local_extraction", "extracted_count"),
-        records=total("local_extraction", "extracted_record_count"),
+        members=total("local_extraction", "extracted_record_count"),
         extracted_bytes=total("local_extraction", "extracted_size"),
         elapsed_s=elapsed,
         errors=errors,
