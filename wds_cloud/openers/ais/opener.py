@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
 from wds_cloud.openers.ais.config import (
+    AIS_SETTINGS,
     DEFAULT_ENDPOINT,
     PROVIDERS,
     URL_OPTIONS,
@@ -70,6 +71,12 @@ OPEN_OPTIONS = ("etl", "etl_args")  # keyword options of open() and open_at()
 _SAFE = "/-_.~!$&'()*+,;=:@"
 
 
+def _watched_environment() -> tuple[str | None, ...]:
+    """The values of the variables an opener's endpoint and token come from."""
+    names = (*AIS_SETTINGS.variables("endpoint"), *AIS_SETTINGS.variables("token"))
+    return tuple(os.environ.get(name) for name in names)
+
+
 def _require_sdk() -> None:
     if aistore is None:
         raise MissingDependencyError("the ais:// backend needs the 'aistore' SDK", extra="ais")
@@ -84,6 +91,7 @@ class AisOpener:
     """
 
     def __init__(self, config: AisConfig | None = None, **overrides: Any) -> None:
+        self._environ = _watched_environment()
         self.config = (config or AisConfig()).resolve(overrides)
         self._client: Any = None
         self._pid: int | None = None
@@ -94,11 +102,19 @@ class AisOpener:
         return {"config": self.config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self._environ = _watched_environment()
         self.config = state["config"]
         self._client = None
         self._pid = None
         self._read_client = None
         self._read_pid = None
+
+    def environment_changed(self) -> bool:
+        """Whether the endpoint or token variables (``AIS_ENDPOINT``, ``AIS_AUTHN_TOKEN`` and
+        their ``WDS_CLOUD_AIS_*`` twins) changed since this opener was made. A registry makes
+        a new built-in opener when they did (AuthN tokens expire and get refreshed); an
+        opener keeps the configuration it was made with."""
+        return _watched_environment() != self._environ
 
     # client and errors -----------------------------------------------------------------------
     def client(self) -> Any:
