@@ -65,7 +65,7 @@ def test_the_blog_workflow(wds_cli: Runner, ais_emulator: Any) -> None:
     done = wds_cli("dsort", "wait", job, "--poll-interval", "0.05", env=_env(ais_emulator))
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().startswith(f"dSort {job} finished")
-    assert "1 shards created from 19 input shards (38 records" in done.stdout.decode()
+    assert "1 shards created from 19 input shards (114 tar members" in done.stdout.decode()
     shuffled = read_shards(ais_emulator.store, "images", prefix="shuffled")
     assert [name for name, _ in shuffled] == ["shuffled-shard-0.tar"]
     assert sorted(r.key for r in shuffled[0][1]) == sorted(r.key for r in records)
@@ -80,7 +80,7 @@ def test_start_from_stdin_yaml_and_wait_json(wds_cli: Runner, ais_emulator: Any)
                   env=_env(ais_emulator))  # fmt: skip
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["job_id"] == job and result["success"] and result["records"] == 24
+    assert result["job_id"] == job and result["success"] and result["members"] == 3 * 24
     assert result["shards_created"] == len(read_shards(ais_emulator.store, "dst")) > 2
     assert _sort_requests(ais_emulator)[0] == ("POST", "/v1/sort")
 

@@ -43,7 +43,7 @@ def test_spec_file_runs_on_the_emulator(
         poll_interval=0.02,
         timeout=60,
     )
-    assert result.success and result.input_shards == 19 and result.records == 57
+    assert result.success and result.input_shards == 19 and result.members == 3 * 57
     shards = read_shards(ais_emulator.store, dst)
     assert len(shards) == result.shards_created == 1  # 57 small samples < 100 MiB
     out = shards[0][1]

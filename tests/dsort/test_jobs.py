@@ -49,7 +49,7 @@ def test_shuffle_is_a_permutation_packed_by_size(
     result = run(ais_client, spec())
     shards = read_shards(ais_emulator.store, "dst")
     assert result.success and not result.aborted and result.errors == []
-    assert (result.input_shards, result.records) == (4, 24)
+    assert (result.input_shards, result.members) == (4, 3 * 24)  # 3 members a sample
     assert result.shards_created == result.shards_to_create == len(shards) > 2
     assert result.extracted_bytes == sum(r.size for r in records)
     assert [n for n, _ in shards] == [f"out-{i:03d}.tar" for i in range(len(shards))]
@@ -128,7 +128,7 @@ def test_objnames_input_and_auto_shard_size(ais_emulator: AisEmulator, ais_clien
 def test_dry_run_writes_nothing(ais_emulator: AisEmulator, ais_client: Any) -> None:
     make_shards(ais_emulator.store, "src")
     result = run(ais_client, spec(dry_run=True))
-    assert result.success and result.records == 24 and result.shards_to_create > 2
+    assert result.success and result.members == 3 * 24 and result.shards_to_create > 2
     assert ais_emulator.store.list_objects("dst") == []
 
 

@@ -60,7 +60,7 @@ def test_seed_workflow_end_to_end(
     epochs = [r for r in lines if "epoch" in r]
     summary = next(r["summary"] for r in lines if "summary" in r)
     assert written == {"written": 200, "shards": 8}  # 200 samples, maxcount 25
-    assert dsorted["records"] == 200 and dsorted["shards"] >= workers
+    assert dsorted["members"] == 3 * 200 and dsorted["shards"] >= workers
     assert [e["samples"] for e in epochs] == [200, 200]  # every sample seen once per epoch
     assert all(e["steps"] == 4 and e["loss"] > 0 for e in epochs)  # 64+64+64+8
     assert summary["seen"] == 200 and summary["workers"] == workers

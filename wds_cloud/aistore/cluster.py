@@ -83,7 +83,14 @@ class JobOptions:
 
 
 def error_text(exc: Exception) -> str:
-    """The cluster's message in an SDK error (AIStore's JSON ``message`` when there is one)."""
+    """The cluster's message in an SDK error (AIStore's JSON ``message`` when there is one);
+    for a 401/403, what it means and where the token comes from
+    (:func:`wds_cloud.openers.ais.errors.auth_problem`)."""
+    from wds_cloud.openers.ais.errors import auth_problem
+
+    problem = auth_problem(exc)
+    if problem is not None:
+        return problem
     text = str(getattr(exc, "message", "") or exc)
     try:
         text = json.loads(text).get("message", text)

@@ -105,7 +105,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     took = "" if result.elapsed_s is None else f" in {result.elapsed_s:.1f} s"
     print(
         f"dSort {shown(result.job_id)} finished{took}: {result.shards_created} shards created "
-        f"from {result.input_shards} input shards ({result.records} records, "
+        f"from {result.input_shards} input shards ({result.members} tar members, "
         f"{result.extracted_bytes} bytes)"
     )
     for warning in result.warnings:

@@ -166,13 +166,17 @@ class OpenerRegistry:
     def get(self, scheme: str) -> Any:
         """Return the opener for ``scheme``, importing a lazy entry on first use.
 
+        A built-in opener is made again when the environment it was made from changed (its
+        ``environment_changed()`` says so: the ``ais://`` opener watches its endpoint and
+        token variables), so a refreshed ``AIS_AUTHN_TOKEN`` is used from the next shard on.
+
         Raises:
             UnsupportedSchemeError: nothing is registered for ``scheme``.
             MissingDependencyError: the backend's SDK is not installed.
         """
         scheme = scheme.lower()
         opener = self._resolved.get(scheme)
-        if opener is not None:
+        if opener is not None and not _environment_changed(opener, self._entries.get(scheme)):
             return opener
         with self._lock:
             if scheme not in self._entries:
@@ -295,6 +299,17 @@ class OpenerRegistry:
         new._entries = dict(self._entries)
         new._extras = dict(self._extras)
         return new
+
+
+def _environment_changed(opener: Any, entry: Any) -> bool:
+    """Whether a built-in opener this registry made from the environment (a lazy entry) was
+    made from other values than the environment holds now (``environment_changed()``, e.g.
+    a refreshed ``AIS_AUTHN_TOKEN``); the registry then makes a new one. Openers registered as
+    objects are the caller's and are never replaced."""
+    if not isinstance(entry, str):
+        return False
+    changed = getattr(opener, "environment_changed", None)
+    return callable(changed) and bool(changed())
 
 
 _default: OpenerRegistry | None = None

@@ -65,9 +65,11 @@ def handle_bucket(
         else:
             raise HttpError(405, f"{method} {where} is not supported")
     except NoSuchBucket:
-        raise HttpError(404, f'bucket "{where}" does not exist') from None
+        raise HttpError(404, f'bucket "{where}" does not exist', tcode="ErrBckNotFound") from None
     except BucketExists:
-        raise HttpError(409, f'bucket "{where}" already exists') from None
+        raise HttpError(
+            409, f'bucket "{where}" already exists', tcode="ErrBucketAlreadyExists"
+        ) from None
 
 
 def _entries(

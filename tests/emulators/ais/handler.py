@@ -34,13 +34,22 @@ CHUNK = 256 * 1024
 
 
 class HttpError(Exception):
-    """An error reply: status and AIStore-style message."""
+    """An error reply: status, AIStore-style message and AIStore's error type (``tcode``,
+    e.g. ``ErrNotFound``; AIStore 5.0 leaves it out of some replies, so it is optional)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        tcode: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
+        self.tcode = tcode
 
 
 class AisHandler(BaseHTTPRequestHandler):
@@ -113,16 +122,30 @@ class AisHandler(BaseHTTPRequestHandler):
         try:
             token = self.emu.required_token
             if token is not None and auth != f"Bearer {token}":
-                raise HttpError(401, "token required" if auth is None else "invalid token")
+                self._missing_bucket_first(parts.path, query)
+                # AIStore 5.0 tags a rejected token (not a missing one) with tcode wrapError
+                raise HttpError(401, _auth_message(auth), tcode=auth and "wrapError")
             if not parts.path.startswith("/v1/"):
                 raise HttpError(404, f"invalid route {parts.path!r}")
             self._route(method, parts.path[4:], query, body)
         except HttpError as err:
-            self._error(err.status, err.message, err.headers)
+            self._error(err.status, err.message, err.headers, tcode=err.tcode)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # an emulator bug: make it loud, not a hang
             self._error(500, f"emulator failure: {type(exc).__name__}: {exc}")
+
+    def _missing_bucket_first(self, path: str, query: dict[str, str]) -> None:
+        """AIStore 5.0 looks up the bucket of an object or bucket request before the token:
+        a missing bucket is a 404 even without a valid token."""
+        head, _, rest = path.removeprefix("/v1/").partition("/")
+        bucket = unquote(rest.partition("/")[0])
+        if head not in ("objects", "buckets") or not bucket:
+            return
+        provider = normalize_provider(query.get("provider"))
+        if not self.emu.store.has_bucket(bucket, provider):
+            where = bucket_uri(provider, bucket)
+            raise HttpError(404, f'bucket "{where}" does not exist', tcode="ErrBckNotFound")
 
     def _route(self, method: str, rest: str, query: dict[str, str], body: bytes) -> None:
         head, _, tail = rest.partition("/")
@@ -161,12 +184,20 @@ class AisHandler(BaseHTTPRequestHandler):
     def send_json(self, status: int, value: Any) -> None:
         self.send_bytes(status, json.dumps(value).encode(), {"Content-Type": "application/json"})
 
-    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def _error(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        tcode: str | None = None,
+    ) -> None:
         payload = json.dumps(
             {
+                **({"tcode": tcode} if tcode else {}),
                 "message": message,
                 "method": self._method,
-                "url_path": urlsplit(self.path).path,
+                "url_path": unquote(urlsplit(self.path).path),  # Go's decoded URL.Path
                 "remote_addr": self.client_address[0],
                 "caller": "",
                 "node": NODE,
@@ -223,11 +254,15 @@ class AisHandler(BaseHTTPRequestHandler):
             return self.emu.store.get_object(bucket, name, provider)
         except NoSuchBucket:
             raise HttpError(
-                404, f'bucket "{bucket_uri(provider, bucket)}" does not exist'
+                404,
+                f'bucket "{bucket_uri(provider, bucket)}" does not exist',
+                tcode="ErrBckNotFound",
             ) from None
         except NoSuchObject:
             raise HttpError(
-                404, f"{NODE}: {bucket_uri(provider, bucket, name)} does not exist"
+                404,
+                f"{NODE}: {bucket_uri(provider, bucket, name)} does not exist",
+                tcode="ErrNotFound",
             ) from None
 
     def _object(
@@ -317,6 +352,18 @@ class AisHandler(BaseHTTPRequestHandler):
             raise HttpError(501, "dsort is not available in this emulator build") from None
         status, headers, reply = module.handle(self.emu.store, method, path, query, body)
         self.send_bytes(status, reply, dict(headers))
+
+
+def _auth_message(authorization: str | None) -> str:
+    """AIStore 5.0's 401 texts: no token, a token that is not a JWT, one with a bad signature."""
+    if authorization is None:
+        return "token required"
+    why = (
+        "token signature is invalid: signature is invalid"
+        if authorization.removeprefix("Bearer ").count(".") == 2
+        else "token is malformed: token contains an invalid number of segments"
+    )
+    return f'invalid token from header "Authorization": invalid token [err: {why}]'
 
 
 def _chunks(resp: http.client.HTTPResponse) -> Iterator[bytes]:

@@ -51,20 +51,33 @@ def get(
     archregx = query.get("archregx", "")
     where = bucket_uri(provider, bucket, obj.name)
     if archpath or archregx:
+        mode = query.get("archmode", "")
+        arch_query = (
+            f"(archpath={archpath})" if archpath else f"(archregx={archregx}, archmode={mode})"
+        )
         if rng:
-            raise HttpError(416, f"range read of an archived file in {where} is not supported")
+            raise HttpError(
+                400,
+                f"cannot range-read archived content range: {rng}, arch query: {arch_query}"
+                " - operation not supported",
+                tcode="ErrUnsupp",
+            )
         if archpath:
             data = archive.read_member(obj.data, archpath)
             if data is None:
-                raise HttpError(404, f"{archpath} in {where} does not exist")
+                raise HttpError(
+                    404, f"{NODE}: {archpath} in {where} does not exist", tcode="ErrNotFound"
+                )
             h._stream(200, {"Content-Type": "application/octet-stream"}, _chunks(data), len(data))
             return
         try:
-            data, count = archive.select_members(obj.data, archregx, query.get("archmode", ""))
+            data, count = archive.select_members(obj.data, archregx, mode)
         except ValueError as exc:
             raise HttpError(400, f"{where}: {exc}") from None
         if not count:
-            raise HttpError(404, f"{archregx} in {where} does not exist")
+            raise HttpError(
+                404, f"{NODE}: {arch_query} in {where} does not exist", tcode="ErrNotFound"
+            )
         h._stream(200, {"Content-Type": "application/x-tar"}, _chunks(data), len(data))
         return
     headers = {"Content-Type": "application/octet-stream", **_attr_headers(obj)}
@@ -72,7 +85,10 @@ def get(
         span = _parse_range(rng, obj.size)
         if span is None:
             raise HttpError(
-                416, f"{where}: invalid range {rng!r}", {"Content-Range": f"bytes */{obj.size}"}
+                416,
+                f"size={obj.size}: not satisfiable range [{rng.partition('=')[2].strip()}]",
+                {"Content-Range": f"bytes */{obj.size}"},
+                tcode="ErrRangeNotSatisfiable",
             )
         start, end = span
         headers["Content-Range"] = f"bytes {start}-{end}/{obj.size}"
@@ -143,7 +159,14 @@ def write(
                 h.send_bytes(200, new_id.encode(), {"Content-Type": "text/plain"})
             elif action == "mpt-complete" and upload_id:
                 numbers = [int(p["part-number"]) for p in value or []]
-                store.complete_upload(upload_id, numbers)
+                try:
+                    store.complete_upload(upload_id, numbers)
+                except NoSuchObject:  # AIStore names the upload by o[bucket/object(-)]
+                    raise HttpError(
+                        404,
+                        f"o[{bucket}/{name}(-)]: {upload_id} does not exist",
+                        tcode="ErrNotFound",
+                    ) from None
                 h.send_bytes(200)
             else:
                 raise HttpError(400, f"{where}: unsupported action {action!r}")
@@ -151,12 +174,17 @@ def write(
             if upload_id:
                 store.abort_upload(upload_id)
             else:
-                store.delete_object(bucket, name, provider)
+                try:
+                    store.delete_object(bucket, name, provider)
+                except NoSuchObject:  # AIStore's DELETE says it without node and tcode
+                    raise HttpError(404, f"{where} doesn't exist") from None
             h.send_bytes(200)
         else:
             raise HttpError(405, f"{method} {where} is not supported")
     except NoSuchBucket:
-        raise HttpError(404, f'bucket "{bucket_uri(provider, bucket)}" does not exist') from None
+        raise HttpError(
+            404, f'bucket "{bucket_uri(provider, bucket)}" does not exist', tcode="ErrBckNotFound"
+        ) from None
     except NoSuchObject:
         what = f"upload {upload_id} of {where}" if upload_id else where
         raise HttpError(404, f"{NODE}: {what} does not exist") from None

@@ -20,6 +20,7 @@ Old key names from earlier AIStore docs and blog posts (``extension``, ``bck``, 
 """
 
 from wds_cloud.aistore.dsort.job import (
+    DEFAULT_DSORTER_TYPE,
     DsortJobError,
     DsortResult,
     DsortTimeoutError,
@@ -34,6 +35,7 @@ from wds_cloud.aistore.dsort.templates import Template, expand_template, parse_s
 from wds_cloud.aistore.dsort.validate import DsortSizeWarning, validate
 
 __all__ = [
+    "DEFAULT_DSORTER_TYPE",
     "DsortJobError",
     "DsortLegacyKeyWarning",
     "DsortResult",

@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,13 @@ from wds_cloud.redact import redact_text
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais.opener import AisConfig
+
+
+#: Sent when a spec names no ``dsorter_type``: AIStore 5.0's proxy cannot choose one itself (it
+#: asks each target for its free memory over intra-control without the sender headers its
+#: targets require, and the start fails with "stats.NodeStatus.Status: ReadString: ..."), so
+#: wds_cloud names the type the proxy falls back to when memory is not known to suffice.
+DEFAULT_DSORTER_TYPE = "dsort_general"
 
 
 class DsortJobError(WdsCloudError, RuntimeError):
@@ -60,7 +68,8 @@ class DsortResult:
         shards_created: output shards written.
         shards_to_create: output shards planned.
         input_shards: input shards extracted.
-        records: records (samples) extracted.
+        members: tar members (files) extracted; AIStore's ``extracted_record_count``, which
+            counts every file of a record, not the records (samples) they form.
         extracted_bytes: record bytes extracted.
         elapsed_s: job duration from the cluster's start/finish times, when both are known.
         errors: error messages reported by targets.
@@ -75,12 +84,23 @@ class DsortResult:
     shards_created: int
     shards_to_create: int
     input_shards: int
-    records: int
+    members: int
     extracted_bytes: int
     elapsed_s: float | None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     targets: int = 0
+
+    @property
+    def records(self) -> int:
+        """Deprecated: :attr:`members` (it always counted tar members, not records)."""
+        warnings.warn(
+            "DsortResult.records is DsortResult.members: AIStore counts the tar members "
+            "extracted, not the records (samples) they form",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.members
 
 
 def _translate(exc: Exception, job_id: str | None, action: str) -> Exception:
@@ -106,6 +126,8 @@ def start(
     """Validates a spec and starts the dSort job through the AIStore SDK.
 
     The SDK's ``Dsort.start`` takes a file path, so the spec is written to a temporary JSON file.
+    A spec without ``dsorter_type`` is sent with :data:`DEFAULT_DSORTER_TYPE` (AIStore 5.0
+    cannot pick one itself).
 
     Args:
         spec: a :class:`DsortSpec`, a spec dict, or a path to a JSON/YAML spec file.
@@ -136,6 +158,8 @@ def start_job(
         data = load_spec(spec)
     else:
         data = validate(spec)
+    if not data.get("dsorter_type"):
+        data["dsorter_type"] = DEFAULT_DSORTER_TYPE
     ais = options.sdk_client()
     with tempfile.TemporaryDirectory(prefix="wds-dsort-") as tmp:
         path = Path(tmp) / "spec.json"
@@ -186,7 +210,7 @@ def _summary(job_id: str, infos: Mapping[str, Any]) -> DsortResult:
         shards_created=total("shard_creation", "created_count"),
         shards_to_create=total("shard_creation", "to_create"),
         input_shards=total("local_extraction", "extracted_count"),
-        records=total("local_extraction", "extracted_record_count"),
+        members=total("local_extraction", "extracted_record_count"),
         extracted_bytes=total("local_extraction", "extracted_size"),
         elapsed_s=elapsed,
         errors=errors,

@@ -22,14 +22,15 @@ local engine's shuffle).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wds_cloud.aistore.cluster import JobOptions, error_text, sdk_errors
-from wds_cloud.aistore.dsort.job import start_job, wait_job
+from wds_cloud.aistore.dsort.job import DsortJobError, start_job, wait_job
 from wds_cloud.aistore.dsort.spec import DsortSpec
 from wds_cloud.aistore.dsort.templates import parse_size, parse_template
+from wds_cloud.core.samples import base_plus_ext
 from wds_cloud.errors import ConfigError, ShardNotFoundError
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ class ReshardSummary:
     Attributes:
         job_id: the dSort job id (``srt-...``).
         shards: URLs of the shards written, in order (``ais://bucket/name``).
-        samples: samples (dSort records) shuffled into them.
+        samples: samples in them (WebDataset keys), counted from one listing of their members
+            after the job (dSort reports only the tar members it extracted).
         input_shards: input shards read.
         bytes: sample bytes moved (member contents, without tar headers).
         seed: the shuffle seed.
@@ -143,6 +145,47 @@ def _output(dst: str, in_ext: str) -> tuple[str, str, str]:
     return bucket, key, _suffix(key) or in_ext
 
 
+def _common_prefix(names: Collection[str]) -> str:
+    """The longest string every name starts with (a listing prefix, not a path)."""
+    first, last = min(names, default=""), max(names, default="")
+    pairs = enumerate(zip(first, last, strict=False))
+    same = next((i for i, (a, b) in pairs if a != b), len(first))
+    return first[:same]
+
+
+def _count_samples(ais: Any, bucket: str, shards: list[str], job_id: str) -> int:
+    """The samples in the shards written, from one listing of their members (AIStore lists
+    the members of archives with the ``arch`` flag, reading only their headers).
+
+    dSort itself reports only the tar members it extracted (``extracted_record_count`` counts
+    files: 3 for a sample of ``.jpg``, ``.cls``, ``.json``), not the samples they form.
+    """
+    from aistore.sdk.list_object_flag import ListObjectFlag
+
+    names = {url.split("/", 3)[3] for url in shards}
+    keys: set[tuple[str, str]] = set()
+    current = ""
+    try:
+        entries = ais.bucket(bucket).list_objects_iter(
+            prefix=_common_prefix(names),
+            props="name",
+            flags=[ListObjectFlag.ARCH_DIR],
+        )
+        for entry in entries:
+            if entry.name in names:
+                current = entry.name
+            elif current and entry.name.startswith(current + "/"):
+                key, _ = base_plus_ext(entry.name[len(current) + 1 :])
+                if key is not None:
+                    keys.add((current, key))
+    except sdk_errors() as exc:
+        raise DsortJobError(
+            f"the job finished, but listing its shards' members failed: {error_text(exc)}",
+            job_id=job_id,
+        ) from exc
+    return len(keys)
+
+
 def reshard_via_dsort(
     src: str | Sequence[str],
     dst: str,
@@ -235,7 +278,7 @@ def reshard_via_dsort(
     return ReshardSummary(
         job_id=job_id,
         shards=shards,
-        samples=result.records,
+        samples=_count_samples(options.client, out_bucket, shards, job_id),
         input_shards=result.input_shards,
         bytes=result.extracted_bytes,
         seed=seed,

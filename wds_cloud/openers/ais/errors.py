@@ -19,7 +19,10 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     ais_errors = None
 
-__all__ = ["AisTranslate", "translate_error"]
+__all__ = ["AUTH_HINT", "AisTranslate", "auth_problem", "describe", "translate_error"]
+
+#: What to do about a 401: where wds_cloud reads the token from.
+AUTH_HINT = "set AIS_AUTHN_TOKEN (or WDS_CLOUD_AIS_TOKEN) to a valid AuthN token"
 
 
 class AisTranslate(Protocol):
@@ -45,6 +48,38 @@ def _message(exc: Any) -> str:
     except ValueError:
         return text
     return str(value.get("message", text)) if isinstance(value, dict) else text
+
+
+def auth_problem(exc: BaseException) -> str | None:
+    """What a 401 or 403 from AIStore means and what to do about it; None for anything else.
+
+    AIStore answers 401 "token required" when no token was sent, 401 "invalid token ..." when
+    it cannot verify the one sent (expired, malformed, or signed by another AuthN), and 403
+    when the token's user lacks the permission. The token itself is never quoted.
+    """
+    status = getattr(exc, "status_code", None)
+    if ais_errors is None or not isinstance(exc, ais_errors.AISError) or status not in (401, 403):
+        return None
+    message = _message(exc)
+    if status == 403:
+        return f"the AuthN token's user is not allowed to do this (403: {message})"
+    if message == "token required":
+        return f"AIStore requires an AuthN token and none was sent (401): {AUTH_HINT}"
+    return (
+        f"AIStore rejected the AuthN token: expired, malformed or not issued by this cluster's "
+        f"AuthN (401: {message}); {AUTH_HINT}"
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """One line about an SDK error: :func:`auth_problem`, else the status and AIStore's
+    message, else the exception."""
+    problem = auth_problem(exc)
+    if problem is not None:
+        return problem
+    if ais_errors is not None and isinstance(exc, ais_errors.AISError):
+        return f"AIStore answered {exc.status_code}: {_message(exc)}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def translate_error(
@@ -86,6 +121,9 @@ def translate_error(
             url=url,
             offset=offset,
         )
+    problem = auth_problem(exc)
+    if problem is not None:
+        return ShardOpenError(f"{problem} ({where})", url=url, offset=offset)
     if isinstance(exc, ais_errors.AISError):
         status = exc.status_code
         cls = ShardNotFoundError if status == 404 else ShardOpenError

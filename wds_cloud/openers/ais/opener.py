@@ -27,11 +27,13 @@ last byte.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import quote, unquote
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
 from wds_cloud.openers.ais.config import (
+    AIS_SETTINGS,
     DEFAULT_ENDPOINT,
     PROVIDERS,
     URL_OPTIONS,
@@ -70,6 +72,12 @@ OPEN_OPTIONS = ("etl", "etl_args")  # keyword options of open() and open_at()
 _SAFE = "/-_.~!$&'()*+,;=:@"
 
 
+def _watched_environment() -> tuple[str | None, ...]:
+    """The values of the variables an opener's endpoint and token come from."""
+    names = (*AIS_SETTINGS.variables("endpoint"), *AIS_SETTINGS.variables("token"))
+    return tuple(os.environ.get(name) for name in names)
+
+
 def _require_sdk() -> None:
     if aistore is None:
         raise MissingDependencyError("the ais:// backend needs the 'aistore' SDK", extra="ais")
@@ -86,10 +94,18 @@ class AisOpener:
     remote: bool = True  # streams come over a network: the registry reads them ahead
 
     def __init__(self, config: AisConfig | None = None, **overrides: Any) -> None:
+        self._environ = _watched_environment()
         self.config = (config or AisConfig()).resolve(overrides)
         # per process, never pickled: an unpickled opener carries its config only
         self._client: ProcessLocal[Any] = ProcessLocal()
         self._read_client: ProcessLocal[Any] = ProcessLocal()
+
+    def environment_changed(self) -> bool:
+        """Whether the endpoint or token variables (``AIS_ENDPOINT``, ``AIS_AUTHN_TOKEN`` and
+        their ``WDS_CLOUD_AIS_*`` twins) changed since this opener was made. A registry makes
+        a new built-in opener when they did (AuthN tokens expire and get refreshed); an
+        opener keeps the configuration it was made with."""
+        return _watched_environment() != self._environ
 
     # client and errors -----------------------------------------------------------------------
     def client(self) -> Any:

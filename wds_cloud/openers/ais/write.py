@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wds_cloud.errors import UploadError
+from wds_cloud.openers.ais.errors import describe
 from wds_cloud.openers.streams.writer import CommittingWriter
 
 
@@ -37,7 +38,9 @@ class AisWriter(CommittingWriter):
 
     def _error(self, exc: Exception, action: str) -> UploadError:
         doing = f"uploading part {self._parts}" if action == "writing" else "committing the upload"
-        return UploadError(f"{doing} failed on AIStore at {self._endpoint}: {exc}", url=self.url)
+        return UploadError(
+            f"{doing} failed on AIStore at {self._endpoint}: {describe(exc)}", url=self.url
+        )
 
     def _send_part(self, data: bytes) -> None:
         if self._upload is None:
