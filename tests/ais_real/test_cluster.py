@@ -5,6 +5,7 @@ Skipped without ``go`` unless ``WDS_CLOUD_REQUIRE_REAL_AIS=1`` (see ``conftest_p
 
 from __future__ import annotations
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -67,19 +68,20 @@ def _objects_on(target_root: Path, prefix: str) -> int:
 
 def test_listing_pages_through_objects_of_both_targets(ais_cluster: Cluster) -> None:
     count, page = 1100, 250
+    tag = uuid.uuid4().hex[:8]  # names only this test makes: other tests share the cluster
     bucket = _client(ais_cluster).bucket("wds-many").create(exist_ok=True)
-    names = [f"many/obj-{i:05d}.tar" for i in range(count)]
+    names = [f"many/obj-{tag}-{i:05d}.tar" for i in range(count)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: bucket.object(n).get_writer().put_content(n.encode()), names))
 
     # the objects are spread over both targets (by name hash), so a listing merges two
-    on_disk = [_objects_on(node.root, "obj-") for node in ais_cluster.nodes[1:]]
+    on_disk = [_objects_on(node.root, f"obj-{tag}-") for node in ais_cluster.nodes[1:]]
     assert sum(on_disk) == count and min(on_disk) > 0, on_disk
     first = bucket.list_objects(prefix="many/", page_size=page)
     assert len(first.entries) == page and first.continuation_token  # the cluster pages
 
     opener = AisOpener(endpoint=ais_cluster.endpoint, page_size=page)
-    listed = opener.list_sizes("ais://wds-many/many/")
+    listed = opener.list_sizes(f"ais://wds-many/many/obj-{tag}-")
     assert listed == [(f"ais://wds-many/{n}", len(n)) for n in names]
 
 
