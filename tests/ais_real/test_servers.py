@@ -145,3 +145,48 @@ def test_build_step_passes_without_go_unless_required(no_go: Path) -> None:
         command, env={**env, conftest_plugin.REQUIRE_ENV: "1"}, capture_output=True, text=True
     )
     assert required.returncode == 2 and "`go` is not on PATH" in required.stderr
+
+
+def test_a_failed_test_on_a_cluster_quotes_its_node_logs() -> None:
+    class Logged:
+        def logs_tail(self) -> str:
+            return "proxy: E 12:00 bucket missing"
+
+    assert conftest_plugin.logs_section({"ais_cluster": Logged(), "tmp_path": 1}) == (
+        "AIStore node logs (ais_cluster)",
+        "proxy: E 12:00 bucket missing",
+    )
+    assert conftest_plugin.logs_section({"ais_emulator": Logged()}) is None
+
+
+def test_the_report_hook_adds_the_logs_to_a_failure(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+import pytest
+
+pytest_plugins = ["tests.servers.conftest_plugin"]
+
+
+class Logged:
+    def logs_tail(self):
+        return "target t1: mountpath mp2 is full"
+
+
+@pytest.fixture
+def ais_cluster():
+    return Logged()
+"""
+    )
+    pytester.makepyfile(
+        """
+def test_fails(ais_cluster):
+    assert False
+
+def test_passes(ais_cluster):
+    pass
+"""
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-n", "0")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*AIStore node logs (ais_cluster)*", "*mountpath mp2 is full*"])
+    assert result.stdout.str().count("mountpath mp2 is full") == 1

@@ -11,7 +11,7 @@ skipped with the reason, unless ``WDS_CLOUD_REQUIRE_REAL_AIS=1``, which makes th
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -53,3 +53,24 @@ def ais_cluster_authn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clus
         yield cluster
     finally:
         cluster.stop()
+
+
+CLUSTER_FIXTURES = ("ais_cluster", "ais_cluster_authn")
+
+
+def logs_section(funcargs: dict[str, Any]) -> tuple[str, str] | None:
+    """The report section quoting the node logs of the cluster a failed test used, if any."""
+    for name in CLUSTER_FIXTURES:
+        cluster = funcargs.get(name)
+        if cluster is not None:
+            return (f"AIStore node logs ({name})", cluster.logs_tail())
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """A test that fails while using a real cluster shows the tail of its nodes' logs."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    if report.failed and (section := logs_section(getattr(item, "funcargs", {}))) is not None:
+        report.sections.append(section)
