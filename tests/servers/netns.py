@@ -189,6 +189,10 @@ def _relay(client: socket.socket, port: int) -> None:
         client.close()  # nothing listens yet: the caller sees a closed connection and retries
         return
     upstream.settimeout(None)
+    # each side's writes go out at once, as they would without the relay: with Nagle on, a
+    # reply's body waits behind its unacknowledged headers for the peer's delayed ACK
+    for sock in (client, upstream):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
     back.start()
     _pump(client, upstream)
