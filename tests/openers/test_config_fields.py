@@ -183,6 +183,7 @@ CASES: dict[tuple[str, str], Case] = {
         '{"X-A": "1"}', {"X-A": "1"}, {"X-B": "2"}, bad=("Bearer abc", '["a"]', '{"a": 1}')
     ),
     ("HTTP", "max_redirects"): Case("3", 3, 0, bad=("-1", "x")),
+    ("HTTP", "allow_downgrade"): Case("yes", True, False, bad=("maybe",)),
     ("HTTP", "prefetch"): _PREFETCH,
     ("HTTP", "prefetch_chunk"): _PREFETCH_CHUNK,
     ("AIS", "endpoint"): Case(

@@ -12,6 +12,10 @@ changed on the live object (attributes are read on every request):
   tests use it to rewrite a file between requests (a shard changing mid-read).
 - ``status_for``: ``{url_path: status}`` to answer with an error status and a short body.
 - ``redirects``: ``{url_path: location}`` answered with 302.
+- ``received``: ``(request_target, headers)`` of every GET, in order (what a client sent;
+  the target as sent, query included).
+
+``tls`` (an :class:`ssl.SSLContext`) serves HTTPS instead (the URLs start with ``https``).
 
 Usage::
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import os
+import ssl
 import sys
 import threading
 from collections.abc import Callable
@@ -47,6 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         number = owner._next_request()
         path = unquote(urlsplit(self.path).path)
+        owner.received.append((self.path, dict(self.headers.items())))
         if path in owner.redirects:
             self._reply_empty(302, {"Location": owner.redirects[path]})
             return
@@ -149,7 +155,7 @@ class _Server(ThreadingHTTPServer):
 class HttpFileServer:
     """Serves ``root`` over HTTP on 127.0.0.1 with a free port; see the module docstring."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], tls: ssl.SSLContext | None = None) -> None:
         self.root = Path(root).resolve()
         self.cut_after: int | None = None
         self.cut_every = 1
@@ -158,11 +164,16 @@ class HttpFileServer:
         self.before_response: Callable[[int, str], None] | None = None
         self.status_for: dict[str, int] = {}
         self.redirects: dict[str, str] = {}
+        self.received: list[tuple[str, dict[str, str]]] = []
         self.requests = 0
         self.cuts = 0
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
+        self.scheme = "http"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -175,7 +186,7 @@ class HttpFileServer:
 
     def url(self, path: str = "") -> str:
         """The URL of ``path`` (relative to ``root``)."""
-        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+        return f"{self.scheme}://127.0.0.1:{self.port}/{path.lstrip('/')}"
 
     def start(self) -> HttpFileServer:
         """Start serving on a background thread."""

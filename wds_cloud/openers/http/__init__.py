@@ -2,7 +2,7 @@
 
 Modules: ``opener`` (the opener and its public names, re-exported here and imported on first
 use, so importing a sibling module never imports the SDK), ``config``, ``errors``, ``read``,
-``prefetch``, ``conn`` (connections, redirects)."""
+``prefetch``, ``conn`` (connections), ``redirects`` (following them: origins, credentials)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import Any, Self
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.streams.backoff import DEFAULT_READ_TIMEOUT, retry_fields
 from wds_cloud.openers.streams.prefetch import PREFETCH_FIELDS
-from wds_cloud.settings import INT, SECONDS, ConfigTable, Field, Kind, at_least
+from wds_cloud.settings import BOOL, INT, SECONDS, ConfigTable, Field, Kind, at_least
 
 __all__ = ["HTTP_SETTINGS", "HttpConfig"]
 
@@ -50,6 +50,7 @@ HTTP_SETTINGS = ConfigTable(
         *retry_fields(retries=5, backoff=0.2),
         Field("headers", HEADERS, derive=lambda _: {}, secret=True),
         Field("max_redirects", INT, 10, checks=(at_least(0),)),
+        Field("allow_downgrade", BOOL, False),
         *PREFETCH_FIELDS,
     ),
 )
@@ -70,6 +71,9 @@ class HttpConfig:
         headers: extra request headers (e.g. ``Authorization``); ``WDS_CLOUD_HTTP_HEADERS``
             is a JSON object; default none.
         max_redirects: redirects followed before giving up (default 10).
+        allow_downgrade: follow a redirect from ``https`` to ``http``
+            (``WDS_CLOUD_HTTP_ALLOW_DOWNGRADE``; default False: refused). Credentials never
+            follow a redirect to another origin (:mod:`wds_cloud.openers.http.redirects`).
         prefetch: parallel ranged GETs in flight per stream (``WDS_CLOUD_HTTP_PREFETCH``);
             0 streams one GET (:mod:`wds_cloud.openers.streams.prefetch`).
         prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_HTTP_PREFETCH_CHUNK``).
@@ -84,6 +88,7 @@ class HttpConfig:
     stall_timeout: float | None = None
     headers: Mapping[str, str] | None = None
     max_redirects: int | None = None
+    allow_downgrade: bool | None = None
     prefetch: int | None = None
     prefetch_chunk: int | None = None
 

@@ -1,6 +1,7 @@
 """Connections and response bodies of the HTTP backend (``http.client``, no SDK).
 
-:func:`get` sends one GET and follows redirects; :class:`Body` reads a response one socket
+:func:`get` sends one GET on a new connection and follows redirects
+(:func:`~wds_cloud.openers.http.redirects.follow`); :class:`Body` reads a response one socket
 read at a time; :class:`Pin` holds what the first answer said about the object, to pin resumes.
 """
 
@@ -8,16 +9,16 @@ from __future__ import annotations
 
 import http.client
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
-from wds_cloud.errors import ConfigError, ShardOpenError
+from wds_cloud.errors import ConfigError
 from wds_cloud.openers.http.config import HttpConfig
+from wds_cloud.openers.http.redirects import follow
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.resumable import NETWORK_ERRORS
 from wds_cloud.redact import redact_url
 
 __all__ = [
-    "REDIRECTS",
     "RETRY_ON",
     "SCHEMES",
     "Body",
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 SCHEMES = ("http", "https")
-REDIRECTS = (301, 302, 303, 307, 308)
 RETRY_ON: tuple[type[BaseException], ...] = (*NETWORK_ERRORS, http.client.HTTPException)
 
 
@@ -78,24 +78,21 @@ def connect(config: HttpConfig, url: str) -> tuple[http.client.HTTPConnection, s
 def get(
     config: HttpConfig, url: str, headers: dict[str, str]
 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-    """GET ``url``, following redirects; network errors propagate raw."""
-    current = url
-    for _ in range(int(config.max_redirects or 0) + 1):
+    """GET ``url`` on a new connection, following redirects; network errors propagate raw."""
+
+    def send(
+        current: str, sent: dict[str, str]
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         conn, target = connect(config, current)
         try:
-            conn.request("GET", target, headers=headers)
-            resp = conn.getresponse()
+            conn.request("GET", target, headers=sent)
+            return conn, conn.getresponse()
         except BaseException:
             conn.close()
             raise
-        if resp.status not in REDIRECTS:
-            return conn, resp
-        location = resp.getheader("Location")
-        conn.close()
-        if not location:
-            raise ShardOpenError(f"HTTP {resp.status} redirect without Location", url=url)
-        current = urljoin(current, location)
-    raise ShardOpenError(f"more than {config.max_redirects} redirects", url=url)
+
+    conn, resp, _ = follow(config, url, headers, send)
+    return conn, resp
 
 
 def content_range_start(value: str | None) -> int | None:

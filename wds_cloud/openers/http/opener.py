@@ -15,6 +15,10 @@ No SDK, no curl. Environment, read when an :class:`HttpOpener` is created
 - ``WDS_CLOUD_HTTP_PREFETCH`` / ``WDS_CLOUD_HTTP_PREFETCH_CHUNK``: parallel ranged GETs per
   stream and their size (:mod:`wds_cloud.openers.http.prefetch`; default 0, one GET).
 - ``WDS_CLOUD_HTTP_HEADERS`` (a JSON object) and ``WDS_CLOUD_HTTP_MAX_REDIRECTS`` (default 10).
+- ``WDS_CLOUD_HTTP_ALLOW_DOWNGRADE``: follow ``https`` -> ``http`` redirects (default no).
+
+Every request (first GET, resumes, ranged reads, prefetch parts) follows redirects through
+:func:`wds_cloud.openers.http.redirects.follow`: credential headers never go to another origin.
 
 Bodies are read through :class:`~wds_cloud.openers.streams.resumable.ResumableReader` with
 ``HTTPResponse.read1`` (one socket read per call), so bytes received before a reset are kept. A

@@ -23,12 +23,11 @@ import http.client
 import logging
 import threading
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from wds_cloud.errors import ShardOpenError, ShardReadError
 from wds_cloud.openers.http.config import HttpConfig
 from wds_cloud.openers.http.conn import (
-    REDIRECTS,
     RETRY_ON,
     Body,
     Pin,
@@ -37,6 +36,7 @@ from wds_cloud.openers.http.conn import (
     get,
 )
 from wds_cloud.openers.http.errors import explain, status_error
+from wds_cloud.openers.http.redirects import follow
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.resumable import (
     Opened,
@@ -115,40 +115,43 @@ def _target(url: str) -> str:
     return (parts.path or "/") + ("?" + parts.query if parts.query else "")
 
 
+def _key(url: str) -> Key:
+    parts = urlsplit(url)
+    return (parts.scheme, parts.hostname or "", parts.port)
+
+
 def pooled_get(
     config: HttpConfig, pool: Pool, url: str, headers: dict[str, str]
 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, Key]:
-    """GET ``url`` on an idle kept-alive connection (or a new one); a kept connection the
-    server closed meanwhile is replaced once. Redirects are followed unpooled."""
-    parts = urlsplit(url)
-    key: Key = (parts.scheme, parts.hostname or "", parts.port)
-    conn = pool.take(key)
-    reused = conn is not None
-    resp: http.client.HTTPResponse | None = None
-    while resp is None:
-        if conn is None:
-            conn, target = connect(config, url)
-        else:
-            target = _target(url)
-        try:
-            conn.request("GET", target, headers=headers)
-            resp = conn.getresponse()
-        except (ConnectionError, http.client.BadStatusLine, http.client.CannotSendRequest):
-            conn.close()
-            if not reused:
+    """GET ``url`` on an idle kept-alive connection (or a new one), following redirects
+    (:func:`~wds_cloud.openers.http.redirects.follow`, each hop on a connection of its own
+    host); a kept connection the server closed meanwhile is replaced once. The key is that of
+    the URL that answered, so its connection goes back to the pool of that host."""
+
+    def send(
+        current: str, sent: dict[str, str]
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        conn = pool.take(_key(current))
+        reused = conn is not None
+        while True:
+            if conn is None:
+                conn, target = connect(config, current)
+            else:
+                target = _target(current)
+            try:
+                conn.request("GET", target, headers=sent)
+                return conn, conn.getresponse()
+            except (ConnectionError, http.client.BadStatusLine, http.client.CannotSendRequest):
+                conn.close()
+                if not reused:
+                    raise
+                conn, reused = None, False  # a stale kept connection: once more on a new one
+            except BaseException:
+                conn.close()
                 raise
-            conn, reused = None, False  # a stale kept connection: once more on a new one
-        except BaseException:
-            conn.close()
-            raise
-    assert conn is not None
-    if resp.status in REDIRECTS:
-        location = resp.getheader("Location")
-        conn.close()
-        if not location:
-            raise ShardOpenError(f"HTTP {resp.status} redirect without Location", url=url)
-        conn, resp = get(config, urljoin(url, location), headers)
-    return conn, resp, key
+
+    conn, resp, answered = follow(config, url, headers, send)
+    return conn, resp, _key(answered)
 
 
 def read_range(
