@@ -5,12 +5,14 @@ error naming the endpoint and the variable, never an SDK traceback; the token sh
 
 from __future__ import annotations
 
+import http.client
 import os
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -144,3 +146,50 @@ def test_the_cli_says_it_in_one_line(ais_cluster_authn: Cluster, private: str) -
     assert "Traceback" not in done.stderr and FORGED not in done.stderr
     (line,) = done.stderr.splitlines()
     assert "AIStore rejected the AuthN token" in line and ais_cluster_authn.endpoint in line
+
+
+def _get(url: str, token: str | None) -> tuple[int, str | None, bytes]:
+    """One GET with ``http.client``, redirects not followed: status, Location, body."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        conn.request(
+            "GET", parts.path + ("?" + parts.query if parts.query else ""), headers=headers
+        )
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Location"), resp.read()
+    finally:
+        conn.close()
+
+
+def test_the_target_of_a_proxy_redirect_needs_no_token(
+    ais_cluster_authn: Cluster, private: str
+) -> None:
+    """With AuthN the proxy checks the token and redirects (301) to a target URL it stamps
+    (``pid``, ``utm``); the target ignores ``Authorization`` and refuses a GET without the
+    stamp. So a client may (and ``requests``, hence the SDK, does) drop the token on that
+    cross-origin redirect, and wds_cloud's HTTP opener reads through it with the token dropped.
+    """
+    token = ais_cluster_authn.token_for(READER)
+    url = f"{ais_cluster_authn.endpoint}/v1/objects/{private}/shard-0.tar?provider=ais"
+    assert _get(url, None)[0] == 401
+    status, location, _ = _get(url, token)
+    assert status == 301 and location
+    target = urlsplit(location)
+    assert target.port != urlsplit(url).port  # another origin
+    assert {"pid", "utm"} <= {k for k, _ in parse_qsl(target.query)}
+    data = _get(location, None)
+    assert data[0] == 200 and data[2].startswith(b"s0-0.txt")
+    assert _get(location, FORGED)[0] == 200  # the target does not look at the token
+    unstamped = location.split("?")[0] + "?provider=ais"
+    assert _get(unstamped, token)[0] == 403  # "direct target access denied"
+
+    from wds_cloud.openers.http import HttpOpener
+
+    opener = HttpOpener(headers={"Authorization": f"Bearer {token}"})
+    with opener.open(url) as stream:
+        assert stream.read() == data[2]
+    assert opener.read_range(url, 0, 8) == b"s0-0.txt"
+    with pytest.raises(ShardOpenError, match="401"):
+        HttpOpener(retries=0).open(url).read()
