@@ -20,8 +20,8 @@ in hand. A method that is missing or set to None is absent.
 An opener also says whether its streams come over a network: a class attribute
 ``remote: bool`` (True on the http, s3, gs and ais openers). The registry reads such streams
 ahead in a background thread and opens the next shard early
-(:mod:`wds_cloud.openers.streams.readahead`). An opener without the attribute is taken as local (:func:`is_remote`), so a
-plugin that reads over a network declares ``remote = True``.
+(:mod:`wds_cloud.openers.streams.readahead`). An opener without the attribute is taken as
+local (:func:`is_remote`), so a plugin that reads over a network declares ``remote = True``.
 """
 
 from __future__ import annotations
