@@ -146,6 +146,10 @@ def test_tar_file_iterator_and_expander(tmp_path: Path) -> None:
     a = list(ours("tariterators", "tar_file_iterator")(io.BytesIO(blob), **kw))
     b = list(webdataset.tariterators.tar_file_iterator(io.BytesIO(blob), **kw))
     assert a == b and len(a) > 10
+    for skip in (None, r".*/002"):
+        a = list(ours("tariterators", "tar_file_iterator")(io.BytesIO(blob), skip_meta=skip))
+        b = list(webdataset.tariterators.tar_file_iterator(io.BytesIO(blob), skip_meta=skip))
+        assert a == b, skip
     paths = []
     for s in range(3):
         paths.append(tmp_path / f"s{s}.tar")

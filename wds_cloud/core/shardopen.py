@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.samples import Sample, is_meta, meta_prefix, tar_samples
+from wds_cloud.core.samples import Sample, is_meta, meta_prefix, meta_suffix, tar_samples
 from wds_cloud.core.tar import iter_tar
 from wds_cloud.errors import SampleError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
@@ -289,9 +289,12 @@ def _members(
 ) -> Iterator[Sample]:
     for name, payload in iter_tar(stream, url=url):
         try:
-            if name[:2] == meta_prefix and is_meta(name):
+            if "/" not in name and name.startswith(meta_prefix) and name.endswith(meta_suffix):
                 continue
-            if skip_meta is not None and skip_meta != META_PATTERN and re.match(skip_meta, name):
+            if skip_meta == META_PATTERN:
+                if name[:2] == meta_prefix and is_meta(name):
+                    continue
+            elif skip_meta is not None and re.match(skip_meta, name):
                 continue
             if rename_files is not None:
                 name = rename_files(name)
