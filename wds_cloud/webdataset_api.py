@@ -144,6 +144,25 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
         **dict.fromkeys(["FilterFunction", "RestCurried"], "wds_cloud.core.curry"),
         "parse_field_spec": "wds_cloud.core.stages",
+        # the generator functions behind the curried stages (imported by copied training code)
+        **dict.fromkeys(
+            [
+                "_extract_keys",
+                "_map",
+                "_map_dict",
+                "_map_tuple",
+                "_rename",
+                "_rename_keys",
+                "_rsample",
+                "_select",
+                "_to_tuple",
+            ],
+            "wds_cloud.core.stages",
+        ),
+        **dict.fromkeys(["_batched", "_unbatched", "_unlisted"], "wds_cloud.core.batching"),
+        **dict.fromkeys(["_associate", "_info", "_log_keys"], "wds_cloud.core.extras"),
+        "_shuffle": "wds_cloud.core.shuffle",
+        "_xdecode": "wds_cloud.core.xdecode",
         **dict.fromkeys(
             ["decode_bin", "decode_pickle", "decode_text", "default_decoders", "find_decoder"],
             "wds_cloud.core.xdecode",
@@ -215,6 +234,8 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
             ],
             "",
         ),
+        **dict.fromkeys(["meta_prefix", "meta_suffix", "valid_sample"], "wds_cloud.core.samples"),
+        "tar_file_iterator": "wds_cloud.core.shardopen",
     },
     "tenbin": dict.fromkeys(["encode_buffer", "decode_buffer"], _TENBIN),
     "utils": {
@@ -260,7 +281,8 @@ class _Facade(types.ModuleType):
         super().__init__(f"wds_cloud.webdataset_api.{name}")
         self.__doc__ = f"webdataset.{name} over wds_cloud (see wds_cloud.webdataset_api)."
         self._wds_name = name
-        self.__all__ = sorted(WEBDATASET_MODULES[name])
+        # as in webdataset, ``from webdataset.filters import *`` gives no ``_private`` name
+        self.__all__ = sorted(n for n in WEBDATASET_MODULES[name] if not n.startswith("_"))
 
     def __getattr__(self, attr: str) -> Any:
         names = WEBDATASET_MODULES[self._wds_name]

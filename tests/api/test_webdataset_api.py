@@ -37,7 +37,7 @@ NOT_PROVIDED = {
     },
     "pipeline": {"add_length_method"},
     "shardlists": {"envlookup", "envsubst", "expand", "expand_source", "resampled_"},
-    "tariterators": {"shardlist", "tar_file_iterator", "valid_sample"},
+    "tariterators": {"shardlist"},
     "tenbin": {
         "bytedata",
         "bytelen",

@@ -31,6 +31,16 @@ log = logging.getLogger(__name__)
 Sample = dict[str, Any]
 _META = re.compile(r"__[^/]*__($|/)")
 
+# a top-level member named ``__name__`` is metadata, not a sample field (webdataset's names)
+meta_prefix = "__"
+meta_suffix = "__"
+
+
+def valid_sample(sample: Any) -> bool:
+    """Whether ``sample`` is a sample worth yielding: a non-empty dict not marked ``__bad__``
+    (webdataset's ``tariterators.valid_sample``)."""
+    return isinstance(sample, dict) and len(sample) > 0 and not sample.get("__bad__", False)
+
 
 def base_plus_ext(path: str) -> tuple[str | None, str | None]:
     """Split a member name into (key, extension) like webdataset's regex, without the regex.
@@ -70,7 +80,7 @@ def split_member(name: str) -> tuple[str, str] | None:
 def is_meta(name: str) -> bool:
     """Whether member ``name`` is a ``__name__`` entry (or under a ``__name__/`` folder), not a
     sample field."""
-    if "/" not in name and name.startswith("__") and name.endswith("__"):
+    if "/" not in name and name.startswith(meta_prefix) and name.endswith(meta_suffix):
         return True
     return name.startswith("__") and _META.match(name) is not None
 

@@ -12,13 +12,14 @@ may replace by assignment) and :func:`tar_file_expander`; the grouping ones are 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import IO, Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.handlers import Handler, reraise_exception
-from wds_cloud.core.samples import Sample, is_meta, tar_samples
+from wds_cloud.core.samples import Sample, is_meta, meta_prefix, meta_suffix, tar_samples
 from wds_cloud.core.tar import iter_tar
 from wds_cloud.errors import SampleError
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
@@ -252,30 +253,78 @@ def url_opener(
 _default_url_opener = url_opener
 
 
+META_PATTERN = r"__[^/]*__($|/)"
+_FRESH_DICT: Any = object()  # the default eof_value: a new ``{}`` after each shard
+
+
+def tar_file_iterator(
+    fileobj: ReadStream | IO[bytes],
+    skip_meta: str | None = META_PATTERN,
+    handler: Handler = reraise_exception,
+    select_files: Callable[[str], bool] | None = None,
+    rename_files: Callable[[str], str] | None = None,
+) -> Iterator[Sample]:
+    """Yield ``{"fname", "data"}`` for each regular member of one tar stream (webdataset's
+    ``tariterators.tar_file_iterator``).
+
+    Args:
+        fileobj: the shard's bytes (plain or compressed tar).
+        skip_meta: members whose names match this regular expression are skipped (top-level
+            ``__name__`` members always are); None keeps them.
+        handler: receives an error raised by ``select_files``/``rename_files``; True skips the
+            member, False ends the shard. Errors reading the tar itself are raised.
+        select_files: keep only members for which this returns True (after renaming).
+        rename_files: map each member name before selecting.
+    """
+    yield from _members(fileobj, None, skip_meta, handler, select_files, rename_files)
+
+
+def _members(
+    stream: ReadStream | IO[bytes],
+    url: str | None,
+    skip_meta: str | None,
+    handler: Handler,
+    select_files: Callable[[str], bool] | None,
+    rename_files: Callable[[str], str] | None,
+) -> Iterator[Sample]:
+    for name, payload in iter_tar(stream, url=url):
+        try:
+            if "/" not in name and name.startswith(meta_prefix) and name.endswith(meta_suffix):
+                continue
+            if skip_meta == META_PATTERN:
+                if name[:2] == meta_prefix and is_meta(name):
+                    continue
+            elif skip_meta is not None and re.match(skip_meta, name):
+                continue
+            if rename_files is not None:
+                name = rename_files(name)
+            if select_files is not None and not select_files(name):
+                continue
+        except Exception as exc:
+            if handler(exc):
+                continue
+            return
+        yield {"fname": name, "data": payload}
+
+
 def tar_file_expander(
     data: Iterable[Sample],
     handler: Handler = reraise_exception,
     select_files: Callable[[str], bool] | None = None,
     rename_files: Callable[[str], str] | None = None,
-    eof_value: Any = None,
+    eof_value: Any = _FRESH_DICT,
 ) -> Iterator[Sample]:
     """For each opened shard yield ``{"fname", "data", "__url__"}`` per member.
 
-    After each shard ``eof_value`` is yielded when it is not None (``group_by_keys`` uses an
-    empty dict as the shard boundary).
+    After each shard ``eof_value`` is yielded when it is not None; by default an empty dict,
+    the shard boundary ``group_by_keys`` expects (as in webdataset).
     """
     for source in data:
         url = source["url"]
         stream = source["stream"]
         try:
-            for name, payload in iter_tar(stream, url=url):
-                if name[:2] == "__" and is_meta(name):
-                    continue
-                if rename_files is not None:
-                    name = rename_files(name)
-                if select_files is not None and not select_files(name):
-                    continue
-                item: Sample = {"fname": name, "data": payload, "__url__": url}
+            for item in _members(stream, url, META_PATTERN, handler, select_files, rename_files):
+                item["__url__"] = url
                 if "local_path" in source:
                     item["__local_path__"] = source["local_path"]
                 yield item
@@ -284,5 +333,7 @@ def tar_file_expander(
                 return
         finally:
             stream.close()
-        if eof_value is not None:
+        if eof_value is _FRESH_DICT:
+            yield {}
+        elif eof_value is not None:
             yield eof_value
