@@ -11,7 +11,11 @@ openers that have it in brackets):
   ais);
 - :class:`RangeReader`: ``read_range(url, offset, length) -> bytes`` with one request (local,
   http, s3, gs, ais);
-- :class:`Seekable`: ``open_at(url, offset) -> stream`` from byte ``offset`` (http, s3, gs, ais).
+- :class:`Seekable`: ``open_at(url, offset) -> stream`` from byte ``offset`` (http, s3, gs, ais);
+- :class:`BatchReader`: ``read_batch(requests) -> list[bytes]``, many byte ranges (of one or
+  many objects) in one call, in the order asked, with whatever the backend does best (one
+  AIStore GetBatch request; coalesced concurrent ranged GETs). A :class:`RangeRequest` is one
+  ``(url, offset, length)``.
 
 ``registry.capability(url, Lister)`` returns the opener of ``url`` typed as a :class:`Lister`
 when it has ``list``, else None; ``isinstance(opener, Lister)`` is the same check on an opener
@@ -27,11 +31,21 @@ local (:func:`is_remote`), so a plugin that reads over a network declares ``remo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from wds_cloud.openers.streams.stream import ReadStream
 
-__all__ = ["Creator", "Lister", "RangeReader", "Seekable", "SizedLister", "is_remote"]
+__all__ = [
+    "BatchReader",
+    "Creator",
+    "Lister",
+    "RangeReader",
+    "RangeRequest",
+    "Seekable",
+    "SizedLister",
+    "is_remote",
+]
 
 
 @runtime_checkable
@@ -88,6 +102,28 @@ class Seekable(Protocol):
         self, url: str, offset: int, **options: Any
     ) -> ReadStream:  # pragma: no cover - protocol
         """Open ``url`` for reading from byte ``offset``."""
+        ...
+
+
+@dataclass(frozen=True)
+class RangeRequest:
+    """One entry of a batch read: bytes ``offset .. offset + length`` of ``url``."""
+
+    url: str
+    offset: int
+    length: int
+
+
+@runtime_checkable
+class BatchReader(Protocol):
+    """An opener that reads many ranges in one call: ``read_batch(requests)`` returns each
+    request's bytes, in the order of ``requests``; a range it cannot read raises
+    :class:`~wds_cloud.errors.ShardReadError` naming the URL and offset."""
+
+    def read_batch(
+        self, requests: Sequence[RangeRequest], **options: Any
+    ) -> list[bytes]:  # pragma: no cover - protocol
+        """The bytes of every request, in order."""
         ...
 
 
