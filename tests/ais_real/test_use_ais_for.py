@@ -161,6 +161,35 @@ def test_writes_go_straight_to_s3_not_to_the_cluster(
     assert body.read() == b"written"
 
 
+def test_gopen_reads_through_the_cluster(
+    ais_cluster_s3: S3FrontedCluster, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"s3://{s3_bucket}/train/shard-2.tar"
+    expected = _direct(ais_cluster_s3.seaweed.endpoint_url).read_range(url, 0, 10240)
+    with FaultyProxy(ais_cluster_s3.cluster.nodes[0].port) as ais_front:
+        monkeypatch.setenv(USE_AIS_FOR, "s3")
+        monkeypatch.setenv("AIS_ENDPOINT", ais_front.url)  # the default registry, as is
+        with wds_cloud.gopen(url) as stream:
+            assert stream.read() == expected
+        assert ais_front.connections > 0
+
+
+def test_an_object_overwritten_in_s3_is_served_from_the_cluster_copy(
+    ais_cluster_s3: S3FrontedCluster, s3_bucket: str, routed: None
+) -> None:
+    # docs/aistore.md: writes are not routed, so the cluster's copy goes stale (the test
+    # cluster has versioning.validate_warm_get off, AIStore's default)
+    registry = _registry(ais_cluster_s3.seaweed.endpoint_url)
+    url = f"s3://{s3_bucket}/train/shard-3.tar"
+    with registry.open(url) as stream:
+        cached = stream.read()
+    sink = open_sink(url, registry)  # straight to S3
+    sink.write(b"new bytes")
+    sink.close()
+    with registry.open(url) as stream:
+        assert stream.read() == cached
+
+
 @pytest.mark.parametrize("use_ais_for", [None, "gs"])
 def test_without_s3_in_use_ais_for_reads_never_contact_the_cluster(
     ais_cluster_s3: S3FrontedCluster,
