@@ -57,6 +57,7 @@ BUILTIN_OPENERS: dict[str, tuple[str, str | None]] = {
     "gcs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
     "gs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
     "http": ("wds_cloud.openers.http.opener:HttpOpener", None),
+    "hf": ("wds_cloud.openers.hf.opener:HfOpener", None),
     "https": ("wds_cloud.openers.http.opener:HttpOpener", None),
     "pipe": ("wds_cloud.openers.pipe:PipeOpener", None),
     "s3": ("wds_cloud.openers.s3.opener:S3Opener", "s3"),
