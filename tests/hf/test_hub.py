@@ -286,6 +286,10 @@ def test_bad_urls_and_folders(hub: HubServer) -> None:
         registry.open("hf://datasets/lonely")
     with pytest.raises(ConfigError, match="names a folder"):
         registry.open("hf://datasets/org/shards/train/")
+    with pytest.raises(ConfigError, match="an hf:// listing covers one repo"):
+        list_shards("hf://datasets/org/*/train/*.tar", registry=registry)
+    with pytest.raises(ConfigError, match="an hf:// listing covers one repo"):  # wds-cloud ls
+        resolve_shards("hf://datasets/org/{a,b}/train", registry=registry, prefixes=True)
     with pytest.raises(ConfigError, match="must be an http:// or https:// URL"):
         HfOpener(endpoint="huggingface.co")
     assert not hub.received

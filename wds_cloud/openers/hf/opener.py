@@ -141,11 +141,19 @@ class HfOpener:
         tree API's recursive listing of the folder ``url`` is in (or ends with).
 
         Raises:
-            ConfigError: a malformed ``hf://`` URL.
+            ConfigError: a prefix that does not name one repo (``hf://datasets/org/``).
             ShardNotFoundError: the repo or the revision does not exist.
             ShardOpenError: access refused (set ``HF_TOKEN``), or the listing failed.
         """
-        where = parse_hf_url(url)
+        try:
+            where = parse_hf_url(url)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"cannot list {redact_url(url)!r}: an hf:// listing covers one repo at one "
+                f"revision, and this prefix does not name one (name prefixes of several repos "
+                f"given together are listed by their common prefix: list each repo on its "
+                f"own). {exc}"
+            ) from exc
         folder = where.path.rpartition("/")[0]
         found = [
             (where.head + path, size)
