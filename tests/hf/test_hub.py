@@ -316,3 +316,26 @@ def test_the_local_hub_answers_head_like_the_hub(hub: HubServer) -> None:
     assert resp.status == 302 and resp.getheader("X-Linked-Size") == str(file.stat().st_size)
     assert resp.getheader("Location", "").startswith(hub.cdn.url(""))
     conn.close()
+
+
+def test_wds_cloud_ls_from_the_environment(
+    hub: HubServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """``wds-cloud ls`` with ``HF_ENDPOINT`` and ``HF_TOKEN``: a folder, and a name prefix."""
+    from wds_cloud.cli import main
+
+    _shards(hub, n=2)
+    hub.private.add(REPO)
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    base = "hf://datasets/org/shards/train/"
+    assert main(["ls", base, f"{base}shard-001"]) == 0
+    out = capsys.readouterr().out.split()
+    assert out == [f"{base}shard-000.tar", f"{base}shard-001.tar", f"{base}shard-001.tar"]
+    monkeypatch.setenv("HF_TOKEN", "")  # empty: unset, and no token file in HF_HOME
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert main(["ls", base]) == 1
+    assert "set HF_TOKEN" in capsys.readouterr().err
