@@ -201,6 +201,10 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         gopen as gopen,
         gopen_schemes as gopen_schemes,
     )
+    from wds_cloud.openers.hf.opener import (
+        HfConfig as HfConfig,
+        HfOpener as HfOpener,
+    )
     from wds_cloud.openers.http.opener import (
         HttpConfig as HttpConfig,
         HttpOpener as HttpOpener,
@@ -313,6 +317,8 @@ _EXPORTS: dict[str, str] = {
     "AisOpener": "wds_cloud.openers.ais.opener",
     "GcsConfig": "wds_cloud.openers.gcs.opener",
     "GcsOpener": "wds_cloud.openers.gcs.opener",
+    "HfConfig": "wds_cloud.openers.hf.opener",
+    "HfOpener": "wds_cloud.openers.hf.opener",
     "HttpConfig": "wds_cloud.openers.http.opener",
     "HttpOpener": "wds_cloud.openers.http.opener",
     "LocalOpener": "wds_cloud.openers.local",

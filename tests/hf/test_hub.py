@@ -296,6 +296,9 @@ def test_bad_urls_and_folders(hub: HubServer) -> None:
 
 
 def test_the_opener_pickles_without_showing_its_token(hub: HubServer) -> None:
+    from wds_cloud.openers import hf
+
+    assert (hf.HfOpener, hf.HfConfig) == (wds.HfOpener, wds.HfConfig) == (HfOpener, HfConfig)
     _shards(hub, n=1)
     hub.private.add(REPO)
     opener = pickle.loads(pickle.dumps(HfOpener(endpoint=hub.endpoint, token=TOKEN)))
