@@ -288,11 +288,33 @@ def test_bad_urls_and_folders(hub: HubServer) -> None:
         registry.open("hf://datasets/org/shards/train/")
     with pytest.raises(ConfigError, match="an hf:// listing covers one repo"):
         list_shards("hf://datasets/org/*/train/*.tar", registry=registry)
-    with pytest.raises(ConfigError, match="an hf:// listing covers one repo"):  # wds-cloud ls
-        resolve_shards("hf://datasets/org/{a,b}/train", registry=registry, prefixes=True)
     with pytest.raises(ConfigError, match="must be an http:// or https:// URL"):
         HfOpener(endpoint="huggingface.co")
     assert not hub.received
+
+
+def test_name_prefixes_of_several_repos_and_revisions_are_listed_each_in_its_own(
+    hub: HubServer,
+) -> None:
+    """``wds-cloud ls`` mode: one spec naming two repos, or two revisions of one repo, lists each
+    repo at its revision (not their common prefix, which names no repo or another revision)."""
+    _shards(hub, "datasets/org/a", n=2)
+    _shards(hub, "datasets/org/b", n=1)
+    _shards(hub, "datasets/org/r", n=1, revision="v1")
+    _shards(hub, "datasets/org/r", n=2, revision="v2")
+    registry = hf_registry(hub)
+    got = resolve_shards("hf://datasets/org/{a,b}/train", registry=registry, prefixes=True)
+    assert got == [
+        "hf://datasets/org/a/train/shard-000.tar",
+        "hf://datasets/org/a/train/shard-001.tar",
+        "hf://datasets/org/b/train/shard-000.tar",
+    ]
+    got = resolve_shards("hf://datasets/org/r@{v1,v2}/train", registry=registry, prefixes=True)
+    assert got == [
+        "hf://datasets/org/r@v1/train/shard-000.tar",
+        "hf://datasets/org/r@v2/train/shard-000.tar",
+        "hf://datasets/org/r@v2/train/shard-001.tar",
+    ]
 
 
 def test_the_opener_pickles_without_showing_its_token(hub: HubServer) -> None:

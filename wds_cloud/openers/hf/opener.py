@@ -150,9 +150,8 @@ class HfOpener:
         except ConfigError as exc:
             raise ConfigError(
                 f"cannot list {redact_url(url)!r}: an hf:// listing covers one repo at one "
-                f"revision, and this prefix does not name one (name prefixes of several repos "
-                f"given together are listed by their common prefix: list each repo on its "
-                f"own). {exc}"
+                f"revision, and this prefix does not name one: give the org and repo (a glob "
+                f"or brace in their names lists each repo it names). {exc}"
             ) from exc
         folder = where.path.rpartition("/")[0]
         found = [
@@ -166,6 +165,16 @@ class HfOpener:
             )
         ]
         return sorted((u, s) for u, s in found if u.startswith(url))
+
+    def listing_scope(self, url: str) -> str:
+        """What one listing can answer for ``url``: its repo at its revision (the URL's head),
+        so that name prefixes of several repos or revisions given together are listed each in
+        its own repo (:func:`wds_cloud.listing.list_prefixes`). A URL that names no repo is
+        its own scope (listing it then says why it cannot)."""
+        try:
+            return parse_hf_url(url).head
+        except ConfigError:
+            return url
 
     def list(self, url: str) -> list[str]:
         """Every file ``hf://`` URL that starts with ``url``, sorted (see :meth:`list_sizes`)."""
