@@ -161,7 +161,8 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
         **dict.fromkeys(["_batched", "_unbatched", "_unlisted"], "wds_cloud.core.batching"),
         **dict.fromkeys(["_associate", "_info", "_log_keys"], "wds_cloud.core.extras"),
-        "_shuffle": "wds_cloud.core.shuffle",
+        # webdataset's draws (_shuffle) and signature (_decode): see core/filters_private.py
+        **dict.fromkeys(["_decode", "_shuffle"], "wds_cloud.core.filters_private"),
         "_xdecode": "wds_cloud.core.xdecode",
         **dict.fromkeys(
             ["decode_bin", "decode_pickle", "decode_text", "default_decoders", "find_decoder"],
