@@ -209,7 +209,11 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
     },
     "pipeline": dict.fromkeys(["DataPipeline"], ""),
+    "pytorch": dict.fromkeys(
+        ["DataLoader", "IterableDataset", "TorchTensor"], "wds_cloud.pytorch.torchnames"
+    ),
     "shardlists": {
+        "expand_source": "wds_cloud.core.shardsource",
         **dict.fromkeys(
             [
                 "ResampledShards",
@@ -266,7 +270,7 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
     },
     "writer": {
-        **dict.fromkeys(["ShardWriter", "TarWriter", "numpy_dumps", "torch_dumps"], ""),
+        **dict.fromkeys(["ShardWriter", "TarWriter", "gopen", "numpy_dumps", "torch_dumps"], ""),
         **dict.fromkeys(
             [
                 "default_handlers",

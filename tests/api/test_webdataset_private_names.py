@@ -20,10 +20,12 @@ import webdataset.autodecode
 import webdataset.cache
 import webdataset.filters
 import webdataset.handlers
+import webdataset.pytorch
 import webdataset.shardlists
 import webdataset.tariterators
 import webdataset.tenbin
 import webdataset.utils
+import webdataset.writer
 
 import wds_cloud
 from wds_cloud.webdataset_api import webdataset_module
@@ -41,11 +43,13 @@ NAMES = {
         "base_plus_ext", "url_opener", "tar_file_expander", "tar_file_iterator", "valid_sample",
         "group_by_keys", "meta_prefix", "meta_suffix",
     ],
-    "cache": ["pipe_cleaner"],
+    "cache": ["pipe_cleaner", "cached_url_opener"],
     "gopen": ["gopen"],
+    "pytorch": ["IterableDataset", "DataLoader", "TorchTensor"],
+    "writer": ["gopen"],
     "handlers": ["reraise_exception"],
     "utils": ["pytorch_worker_seed", "pytorch_worker_info", "PipelineStage"],
-    "shardlists": ["expand_urls"],
+    "shardlists": ["expand_urls", "expand_source"],
     "autodecode": ["imagespecs"],
     "tenbin": ["encode_buffer"],
 }  # fmt: skip
@@ -197,6 +201,30 @@ def test_filter_stages_on_generated_samples() -> None:
     tuples = list(webdataset.filters._to_tuple(iter(samples), "a", "b.txt"))
     f = (lambda x: x * 3, str.upper)
     assert list(ours("filters", "_map_tuple")(iter(tuples), *f)) == list(webdataset.filters._map_tuple(iter(tuples), *f))  # fmt: skip
+
+
+def test_names_seen_in_training_code(tmp_path: Path) -> None:
+    for name in ("IterableDataset", "DataLoader", "TorchTensor"):
+        assert ours("pytorch", name) is getattr(webdataset.pytorch, name)
+    rng = random.Random(5)
+    specs: list[Any] = ["a{0..3}::b{1,2}", "s-{000..011}.tar", ["x", "y{1,2}"], ("t", "u"), [{"url": "a"}]]  # fmt: skip
+    specs += [
+        f"p{rng.randint(0, 9)}-{{{rng.randint(0, 3)}..{rng.randint(4, 9)}}}" for _ in range(20)
+    ]
+    for spec in specs:
+        assert ours("shardlists", "expand_source")(spec) == webdataset.shardlists.expand_source(
+            spec
+        )
+    assert ours("shardlists", "expand_source")(iter(range(50)), 7) == webdataset.shardlists.expand_source(iter(range(50)), 7)  # fmt: skip
+    for bad in (3, None):
+        with pytest.raises(ValueError, match="cannot handle"):
+            ours("shardlists", "expand_source")(bad)
+        with pytest.raises(ValueError, match="cannot handle"):
+            webdataset.shardlists.expand_source(bad)
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)) * 40)
+    with ours("writer", "gopen")(str(blob)) as a, webdataset.writer.gopen(str(blob)) as b:
+        assert a.read() == b.read()
 
 
 def test_other_names() -> None:
