@@ -5,15 +5,17 @@ cache layout, errors and samples."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tests.api.tarbytes import tar_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,16 +88,6 @@ print(json.dumps(out))
 """
 
 
-def _tar(members: list[tuple[str, bytes]]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _run(tmp: Path, pythonpath: str, prelude: str) -> dict[str, Any]:
     name = "run"  # the same paths for both runs: the cache layout names the URL's folder
     shutil.rmtree(tmp / name, ignore_errors=True)
@@ -106,7 +98,7 @@ def _run(tmp: Path, pythonpath: str, prelude: str) -> dict[str, Any]:
         # the same keys at the end of one shard and the start of the next (0.2.x merges nothing
         # there either: the grouper splits on a repeated suffix)
         members = [(f"k{i:03d}.{ext}", f"{s}-{i}-{ext}".encode()) for i in range(5) for ext in ("jpg", "txt")]  # fmt: skip
-        shard.write_bytes(_tar(members))
+        shard.write_bytes(tar_bytes(members))
         shards.append(str(shard))
     bad = tmp / name / "data" / "not-a-tar.tar"
     bad.write_bytes(b"hello, not a tar archive\n" * 3)
@@ -123,6 +115,7 @@ def _run(tmp: Path, pythonpath: str, prelude: str) -> dict[str, Any]:
     return json.loads(json.dumps(result).replace(str(tmp / name), "<tmp>"))
 
 
+@pytest.mark.slow
 def test_pinned_names_behave_as_webdataset_086(tmp_path: Path, webdataset_086: Path) -> None:
     genuine = _run(tmp_path, str(webdataset_086), "")
     ours = _run(tmp_path, str(ROOT), "import wds_cloud; wds_cloud.alias_webdataset()")
