@@ -495,6 +495,8 @@ if not TYPE_CHECKING:  # type checkers see the imports above, so a misspelt name
             from wds_cloud.webdataset_api import webdataset_module
 
             return webdataset_module(name)  # wds.utils, wds.filters, ... as in webdataset
+        if name == "pytorch":  # the torch layer; it holds webdataset.pytorch's names too
+            return importlib.import_module("wds_cloud.pytorch")
         if module is None:
             raise AttributeError(f"module 'wds_cloud' has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)
