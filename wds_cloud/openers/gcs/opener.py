@@ -34,6 +34,7 @@ from wds_cloud.openers.gcs.errors import DEFAULT_ENDPOINT, translate_error
 from wds_cloud.openers.gcs.read import GcsReader, MediaFetch, read_errors
 from wds_cloud.openers.gcs.retry import media_timeout, request_timeout, sdk_retry
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
+from wds_cloud.openers.streams.batchread import RangeBatchReads
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import read_span
 from wds_cloud.settings import reject_unknown_options
@@ -62,7 +63,7 @@ def _require_sdk() -> None:
         raise MissingDependencyError("google-cloud-storage is required for gs:// URLs", extra="gcs")
 
 
-class GcsOpener:
+class GcsOpener(RangeBatchReads):
     """Opens, lists and creates ``gs://`` objects.
 
     Args:

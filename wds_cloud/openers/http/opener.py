@@ -50,6 +50,7 @@ from wds_cloud.openers.http.conn import (
 from wds_cloud.openers.http.errors import explain, status_error
 from wds_cloud.openers.http.read import Pool, first_ranged, read_range
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
+from wds_cloud.openers.streams.batchread import RangeBatchReads
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import Opened, ResumableReader, RetryableError
 from wds_cloud.openers.streams.stream import ReadStream
@@ -61,7 +62,7 @@ OPEN_OPTIONS = ("headers",)  # what open(), open_at() and read_range() accept
 __all__ = ["OPEN_OPTIONS", "SCHEMES", "HttpConfig", "HttpOpener"]
 
 
-class HttpOpener:
+class HttpOpener(RangeBatchReads):
     """Streams ``http(s)://`` URLs; see the module docstring.
 
     Args:

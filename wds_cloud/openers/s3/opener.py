@@ -32,6 +32,7 @@ from wds_cloud.openers.s3.config import MIN_PART_SIZE, S3Access, S3Config, split
 from wds_cloud.openers.s3.errors import read_errors, s3_request, translate_error
 from wds_cloud.openers.s3.read import ObjectFetch
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
+from wds_cloud.openers.streams.batchread import RangeBatchReads
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
@@ -48,7 +49,7 @@ SCHEMES = ("s3",)
 __all__ = ["MIN_PART_SIZE", "SCHEMES", "S3Config", "S3Opener", "split_s3_url", "translate_error"]
 
 
-class S3Opener:
+class S3Opener(RangeBatchReads):
     """Opens, lists and creates ``s3://bucket/key`` objects.
 
     Args:
