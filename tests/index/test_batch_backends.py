@@ -199,3 +199,20 @@ def test_a_rewritten_shard_raises_through_get_batch(backend: Backend, tmp_path: 
         assert ds.get_batch(batch, handler=skip) == [ds[0]] and skip.count == 2
     finally:
         backend.put(dense, blob)
+
+
+def test_batches_keep_their_connections_alive(
+    backend: Backend,
+    faulty_proxy: Callable[..., Any],  # noqa: F811 - the fixture
+) -> None:
+    """Each backend's pool keeps as many connections as a batch has reads in flight (32):
+    ten batches of 64 scattered samples never open more than that many (a pool of 10 closes
+    and reopens the rest every batch)."""
+    proxy = faulty_proxy(int(backend.proxy_endpoint.rsplit(":", 1)[1]))
+    urls = [_via(backend, proxy.url, u) for u in backend.urls]
+    ds = IndexedWebDataset(urls, registry=backend.registry(proxy.url), batch={"coalesce_gap": -1})
+    rng = random.Random(3)
+    before = proxy.connections
+    for _ in range(10):
+        ds.get_batch([rng.randrange(len(ds)) for _ in range(64)])
+    assert proxy.connections - before <= 32

@@ -50,7 +50,7 @@ from wds_cloud.openers.http.conn import (
 from wds_cloud.openers.http.errors import explain, status_error
 from wds_cloud.openers.http.read import Pool, first_ranged, read_range
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
-from wds_cloud.openers.streams.batchread import RangeBatchReads
+from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connections
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import Opened, ResumableReader, RetryableError
 from wds_cloud.openers.streams.stream import ReadStream
@@ -80,7 +80,7 @@ class HttpOpener(RangeBatchReads):
     def client(self) -> Pool:
         """The keep-alive connections of ranged reads of this process (created on first use,
         re-created after a fork)."""
-        return self._client.get(Pool)
+        return self._client.get(lambda: Pool(per_host=max(8, batch_connections())))
 
     def stall_bound(self) -> float:
         """Seconds a read can go without a new byte before it raises (with these settings)."""

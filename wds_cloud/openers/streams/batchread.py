@@ -40,6 +40,7 @@ __all__ = [
     "BATCH_SETTINGS",
     "BatchConfig",
     "RangeBatchReads",
+    "batch_connections",
     "read_batch",
     "read_ranges",
 ]
@@ -93,6 +94,13 @@ class BatchConfig:
             ConfigError: a value that is not a number of the field's kind, or out of range.
         """
         return BATCH_SETTINGS.resolve(self, environ=environ)
+
+
+def batch_connections(environ: Mapping[str, str] | None = None) -> int:
+    """Connections a backend keeps per host for batch reads: the resolved ``concurrency``
+    (``WDS_CLOUD_BATCH_CONCURRENCY`` or 32), so the reads of one batch find their connections
+    kept alive by the next instead of opening (and handshaking) new ones."""
+    return int(BatchConfig().resolved(environ).concurrency or DEFAULT_CONCURRENCY)
 
 
 def _pools() -> dict[int, ThreadPoolExecutor]:
