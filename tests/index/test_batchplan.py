@@ -96,6 +96,8 @@ def test_bad_settings_and_ranges_are_refused() -> None:
     with pytest.raises(ConfigError, match="WDS_CLOUD_BATCH_CONCURRENCY='0' must be at least 1"):
         BatchConfig().resolved({"WDS_CLOUD_BATCH_CONCURRENCY": "0"})
     assert BatchConfig().resolved({"WDS_CLOUD_BATCH_COALESCE_GAP": "1M"}).coalesce_gap == 1 << 20
+    # the documented defaults (docs/indexes.md, README)
+    assert BatchConfig().resolved({}) == BatchConfig(32, 64 << 10, 8 << 20, 2)
 
 
 class _Store:
