@@ -236,3 +236,21 @@ def test_dataloader_batch_sampler_calls_getitems(shards: Any) -> None:
     got = [item for batch in loader for item in batch]
     assert Counting.batches == len(sampler) and Counting.items == 0
     assert sorted(got) == sorted((s["__url__"], s["__key__"]) for s in want)
+
+
+def test_an_impossible_index_entry_is_handled_like_a_stale_one(shards: Any, tmp_path: Path) -> None:
+    urls, _ = shards
+    path = tmp_path / "x.tar"
+    shutil.copy(urls[0], path)
+    build_index([str(path)], json=False)
+    idx = tmp_path / "x.idx"
+    head, first, *rest = idx.read_bytes().split(b"\n")
+    fields = first.split(b" ")
+    fields[1] = b"0"  # the first member's data at byte 0: no room for its header
+    idx.write_bytes(b"\n".join([head, b" ".join(fields), *rest]))
+    ds = IndexedWebDataset([str(path)])
+    with pytest.raises(ShardReadError, match="offset before the start") as info:
+        ds.get_batch([1, 0])
+    assert info.value.url == str(path) and info.value.offset == 0
+    skip = ContinueHandler()
+    assert ds.get_batch([1, 0, 1], handler=skip) == [ds[1], ds[1]] and skip.count == 1

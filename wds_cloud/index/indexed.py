@@ -203,12 +203,23 @@ class IndexedWebDataset:
                 the URL and offset (without a skipping handler).
         """
         handler = handler if handler is not None else self.handler
-        plans = [self._plan(i) for i in indices]
-        spans = self._spans(plans, skipping=handler is not None)
-        out: list[Any] = []
-        for plan, span in zip(plans, spans, strict=True):
+        plans: list[_Plan | ShardError] = []
+        for i in indices:
             try:
-                if isinstance(span, BaseException):
+                plans.append(self._plan(i))
+            except ShardError as exc:  # an index entry that cannot be right
+                if handler is None:
+                    raise
+                plans.append(exc)
+        good = [plan for plan in plans if isinstance(plan, _Plan)]
+        spans = iter(self._spans(good, skipping=handler is not None))
+        out: list[Any] = []
+        for plan in plans:
+            try:
+                if isinstance(plan, ShardError):
+                    raise plan
+                span = next(spans)
+                if isinstance(span, ShardError):
                     raise span
                 sample = self._sample(plan, span)
             except (ShardError, SampleError) as exc:
