@@ -15,7 +15,7 @@ import pytest
 
 from tests.ais.backends import AisBackend
 from wds_cloud.core.handlers import ContinueHandler
-from wds_cloud.errors import ConfigError, ShardReadError
+from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardReadError
 from wds_cloud.openers.ais.batch import BatchStats, pieces
 from wds_cloud.openers.capabilities import RangeRequest
 
@@ -77,6 +77,19 @@ def test_missing_object_raises_or_is_skipped_and_counted(
     got = opener.read_batch(requests, handler=handler)
     assert handler.count == 1 and got[5] == b""
     assert got[:5] + got[6:] == _expected(objects, good)
+
+    # a bucket that does not exist: AIStore refuses the whole request; its entries are found
+    # with a HEAD of each bucket, skipped (or raised), and the rest sent again
+    gone = [RangeRequest(f"ais://no-such-bucket-gb/x{i}", i, 4) for i in range(2)]
+    requests = [*good[:3], gone[0], *good[3:8], gone[1], *good[8:]]
+    handler, stats = ContinueHandler(), BatchStats()
+    got = opener.read_batch(requests, handler=handler, stats=stats)
+    assert handler.count == stats.skipped == 2 and got[3] == got[9] == b""
+    assert got[:3] + got[4:9] + got[10:] == _expected(objects, good)
+    assert (stats.requests, stats.rereads) == (2, 0)
+    with pytest.raises(ShardNotFoundError, match="no-such-bucket-gb") as gone_info:
+        opener.read_batch(requests)
+    assert (gone_info.value.url, gone_info.value.offset) == (gone[0].url, 0)
 
 
 def test_a_batch_over_the_limits_is_sent_in_pieces(

@@ -151,9 +151,10 @@ def test_missing_entries_raise_naming_the_url_and_offset_or_are_skipped_and_coun
     assert got[:10] + got[11:] == opener.read_batch(good)
 
     gone = RangeRequest(f"ais://no-such-bucket-{uuid.uuid4().hex[:6]}/x", 0, 5)
-    handler = ContinueHandler()
-    got = opener.read_batch([*good[:3], gone, *good[3:6]], handler=handler)
+    handler, stats = ContinueHandler(), BatchStats()
+    got = opener.read_batch([*good[:3], gone, *good[3:6]], handler=handler, stats=stats)
     assert handler.count == 1 and got[3] == b""
+    assert (stats.requests, stats.rereads) == (2, 0)
     assert got[:3] + got[4:] == opener.read_batch(good[:6])
     with pytest.raises(ShardError) as err:
         opener.read_batch([gone])

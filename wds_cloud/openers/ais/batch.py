@@ -12,6 +12,9 @@ uses it:
   entry raises :class:`ShardReadError` naming its URL, offset and length, unless ``handler``
   says to skip it: ``handler(exc)`` returning True leaves ``b""`` in its place (the handler
   counts it, e.g. ``ContinueHandler``); False or raising stops the batch with the error.
+  A bucket that does not exist fails the whole request (404): a HEAD of each bucket of the
+  batch finds which; its entries raise :class:`ShardNotFoundError` or are skipped the same way,
+  and the rest is sent again.
 - **Checked member by member.** Each member's name must be ``<bucket>/<object>`` of its entry
   and its size the entry's length. AIStore 5.0 answers a range that runs past the object's
   end with the whole object (after ~20 s) and may answer the entries after it wrongly, so on
@@ -135,6 +138,7 @@ def read_batch(
     Raises:
         ShardReadError: an entry missing or shorter than asked (URL, offset), or the answer
             failed after the retries.
+        ShardNotFoundError: an entry's bucket does not exist (URL, offset).
         ShardError: what a ranged GET raised for an entry read again (not found, denied).
         ConfigError: a negative offset or length, an URL through an inline ETL, an unknown
             option.
@@ -173,6 +177,14 @@ def read_batch(
     return results
 
 
+class _BucketMissing(Exception):
+    """AIStore refused a whole GetBatch request with 404 (a bucket of it does not exist)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _BatchRun:
     """The requests of one :func:`read_batch` call; fills ``results``."""
 
@@ -209,6 +221,10 @@ class _BatchRun:
         while pos < len(entries):
             try:
                 new = self._request(entries, pos, backoff)
+            except _BucketMissing as missing:  # the whole request was refused
+                entries = entries[:pos] + self._without_missing_buckets(entries[pos:], missing)
+                failed_at = -1
+                continue
             except ShardError:
                 raise
             except self.retry_on as exc:
@@ -236,6 +252,40 @@ class _BatchRun:
                 new += 1
             pos, failed_at = new, -1
 
+    def _without_missing_buckets(
+        self, entries: list[_Entry], missing: _BucketMissing
+    ) -> list[_Entry]:
+        """``entries`` less those in buckets that do not exist (a HEAD of each bucket says
+        which), each of those raised or skipped through the handler, in order.
+
+        Raises:
+            ShardError: the refusal translated, when every bucket exists after all.
+        """
+        gone: dict[tuple[str, str], BaseException] = {}
+        first: dict[tuple[str, str], _Entry] = {}
+        for e in entries:
+            first.setdefault((e.bucket, e.provider), e)
+        for (bucket, provider), entry in first.items():
+            try:
+                self.access.client.bucket(bucket, provider=provider).head()
+            except Exception as exc:
+                if getattr(exc, "status_code", None) != 404:
+                    raise self.access.translate(exc, url=entry.url, action="HEAD") from exc
+                gone[bucket, provider] = exc
+        if not gone:
+            error = missing.error
+            raise self.access.translate(error, url=entries[0].url, action="GetBatch") from error
+        kept = []
+        for e in entries:
+            refused = gone.get((e.bucket, e.provider))
+            if refused is None:
+                kept.append(e)
+            else:
+                self._skip_or_raise(
+                    self.access.translate(refused, url=e.url, offset=e.offset, action="GetBatch")
+                )
+        return kept
+
     def _explain(self, exc: BaseException, entry: _Entry) -> str:
         if isinstance(exc, RetryableError | TruncatedArchive):
             return str(exc)
@@ -257,7 +307,7 @@ class _BatchRun:
             if status in _TRANSIENT and isinstance(exc, ais_errors.AISError):
                 raise RetryableError(f"AIStore answered {status}: {exc}") from exc
             if status == 404:
-                return None  # a bucket is missing: each entry's own GET says which
+                raise _BucketMissing(exc) from exc
             raise self.access.translate(exc, url=entries[0].url, action="GetBatch") from exc
 
     def _request(self, entries: list[_Entry], pos: int, backoff: Backoff) -> int:
@@ -268,8 +318,6 @@ class _BatchRun:
         """
         self.reached = pos
         raw = self._send(entries[pos:])
-        if raw is None:
-            return pos
         body = Urllib3Body(raw)
         reader = TarMemberReader(body)
         try:
