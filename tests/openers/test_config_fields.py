@@ -217,6 +217,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("AIS", "part_size"): Case("8M", 8 << 20, 1 << 20, bad=("0", "lots")),
     ("AIS", "prefetch"): _PREFETCH,
     ("AIS", "prefetch_chunk"): _PREFETCH_CHUNK,
+    ("AIS", "batch_entries"): Case("200", 200, 7, bad=("0", "-1", "many")),
+    ("AIS", "batch_bytes"): Case("8M", 8 << 20, 1 << 20, bad=("0", "lots")),
     ("PIPE", "allow"): Case(
         "off", False, True, own={"WDS_CLOUD_ALLOW_PIPE": ("yes", True)}, bad=("sometimes",)
     ),
