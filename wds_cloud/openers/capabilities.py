@@ -16,8 +16,8 @@ openers that have it in brackets):
   hf);
 - :class:`BatchReader`: ``read_batch(requests) -> list[bytes]``, many byte ranges (of one or
   many objects) in one call, in the order asked, with whatever the backend does best (one
-  AIStore GetBatch request; coalesced concurrent ranged GETs). A :class:`RangeRequest` is one
-  ``(url, offset, length)``.
+  AIStore GetBatch request on ais; coalesced concurrent ranged GETs on s3, gs, http). A
+  :class:`RangeRequest` is one ``(url, offset, length)``.
 
 ``registry.capability(url, Lister)`` returns the opener of ``url`` typed as a :class:`Lister`
 when it has ``list``, else None; ``isinstance(opener, Lister)`` is the same check on an opener
