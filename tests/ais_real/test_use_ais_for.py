@@ -26,10 +26,11 @@ from tests.support.seaweed import (
     free_ports,
 )
 from tests.support.tarbuild import tar_bytes
-from wds_cloud.errors import ConfigError, ShardNotFoundError, ShardOpenError
+from wds_cloud.errors import ConfigError, ShardError, ShardNotFoundError, ShardOpenError
 from wds_cloud.listing import list_shards, list_sizes
 from wds_cloud.openers import registry as registry_module
 from wds_cloud.openers.ais.route import ROUTES, USE_AIS_FOR, AisRoute, ais_url, routed_provider
+from wds_cloud.openers.capabilities import BatchReader, RangeRequest
 from wds_cloud.openers.registry import OpenerRegistry, open_sink
 from wds_cloud.openers.s3.config import S3Config
 from wds_cloud.openers.s3.opener import S3Opener
@@ -142,6 +143,32 @@ def test_ranged_reads_and_open_at_go_through_the_cluster(
     assert registry.read_range(url, 512, 100) == whole[512:612]
     with registry.get("s3").open_at(url, 1000) as stream:
         assert stream.read() == whole[1000:]
+
+
+def test_batch_reads_go_through_getbatch_and_name_the_s3_url(
+    ais_cluster_s3: S3FrontedCluster, s3_bucket: str, routed: None
+) -> None:
+    registry = _registry(ais_cluster_s3.seaweed.endpoint_url)
+    route = registry.get("s3")
+    assert isinstance(route, BatchReader)
+    direct = _direct(ais_cluster_s3.seaweed.endpoint_url)
+    urls = [f"s3://{s3_bucket}/train/shard-{s}.tar" for s in (2, 0, 3)]
+    requests = [RangeRequest(u, 512 * k, 700) for k, u in enumerate(urls)]
+    before = ais_cluster_s3.counter.requests
+    assert route.read_batch(requests) == [
+        direct.read_range(r.url, r.offset, r.length) for r in requests
+    ]  # cold objects: GetBatch says missing, and one ranged GET each brings them in
+    cold = ais_cluster_s3.counter.requests - before
+    assert cold >= 3
+    before = ais_cluster_s3.counter.requests
+    assert route.read_batch(requests) == [
+        direct.read_range(r.url, r.offset, r.length) for r in requests
+    ]
+    assert ais_cluster_s3.counter.requests == before  # warm: served by the cluster
+    missing = RangeRequest(f"s3://{s3_bucket}/train/missing.tar", 0, 10)
+    with pytest.raises(ShardError, match="read through AIStore") as info:
+        route.read_batch([requests[0], missing])
+    assert info.value.url == missing.url
 
 
 def test_writes_go_straight_to_s3_not_to_the_cluster(

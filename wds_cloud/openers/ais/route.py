@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from wds_cloud.errors import ConfigError, ShardError
 from wds_cloud.openers.ais.config import AIS_SETTINGS
+from wds_cloud.openers.capabilities import RangeRequest
 from wds_cloud.openers.s3.config import split_s3_url
 from wds_cloud.urls import parse_object_url
 
@@ -195,6 +196,16 @@ class AisRoute:
             return bytes(self.ais.read_range(self.route(url), offset, length, **options))
         except ShardError as exc:
             raise self.explain(exc, url) from exc
+
+    def read_batch(self, requests: Sequence[RangeRequest], **options: Any) -> list[bytes]:
+        """Every range of ``requests``, in order, with the cluster's GetBatch (the ``ais://``
+        opener's ``read_batch``); an error names the user's URL and the route."""
+        routed = [RangeRequest(self.route(r.url), r.offset, r.length) for r in requests]
+        users = {via.url: r.url for via, r in zip(routed, requests, strict=True)}
+        try:
+            return list(self.ais.read_batch(routed, **options))
+        except ShardError as exc:
+            raise self.explain(exc, users.get(exc.url or "", requests[0].url)) from exc
 
     def stall_bound(self) -> float:
         """The ``ais://`` opener's bound on a read without a new byte."""
