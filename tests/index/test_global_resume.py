@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 import wds_cloud as wds
 from tests.resume.helpers import assert_exactly_once, write_shards
+from tests.resume.sigkill import run_until_step
 
 pytestmark = pytest.mark.slow
 
@@ -51,25 +50,9 @@ def run(tmp: Path, urls: list[str], gen: int, world: int, workers: int, kill: in
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     env["PYTHONPATH"] = str(ROOT)
     with open(tmp / f"err-{gen}.txt", "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(conf)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            env=env,
-            start_new_session=True,  # its own process group: ranks and workers die with it
-        )
-        assert proc.stdout is not None
-        killed = False
-        for line in proc.stdout:
-            if kill is not None and line.strip() == f"step {kill}":
-                os.killpg(proc.pid, signal.SIGKILL)
-                killed = True
-                break
-        proc.wait(timeout=120)
-        proc.stdout.close()
+        code, killed, _ = run_until_step([sys.executable, str(SCRIPT), str(conf)], env, kill, err)
     if kill is None:
-        assert proc.returncode == 0, (tmp / f"err-{gen}.txt").read_text()[-4000:]
+        assert code == 0, (tmp / f"err-{gen}.txt").read_text()[-4000:]
     else:
         assert killed, f"run {gen} ended before step {kill}"
 
