@@ -104,6 +104,11 @@ def test_set_epoch(indexed: tuple[str, list[str]]) -> None:
         ({"order": "random"}, "order must be 'stream' or 'global'"),
         ({"order": "global", "epoch_size": 10}, "epoch_size, resampled and inner_batch"),
         ({"order": "global", "nodesplitter": None}, "nodesplitter only apply to streaming"),
+        (
+            {"order": "global", "workersplitter": None, "empty_check": False},
+            "workersplitter, empty_check only apply",
+        ),
+        ({"order": "global", "resampled": True}, "epoch_size, resampled and inner_batch"),
         ({"order": "global", "uneven": "wrap"}, "uneven must be 'drop' or 'pad'"),
     ],
 )

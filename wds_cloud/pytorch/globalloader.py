@@ -33,7 +33,7 @@ from wds_cloud.pytorch.datasets import IndexedWebDataset
 __all__ = ["BatchReader", "GlobalLoader", "global_loader"]
 
 #: ``WebDataset`` options that only mean something when streaming shards
-_STREAM_ONLY = ("nodesplitter", "workersplitter", "shardshuffle", "resampled", "empty_check")
+_STREAM_ONLY = ("nodesplitter", "workersplitter", "empty_check")
 
 
 class BatchReader(torch.utils.data.Dataset[Any]):
