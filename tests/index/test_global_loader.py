@@ -120,3 +120,27 @@ def test_refusals(indexed: tuple[str, list[str]], kw: dict[str, Any], message: s
 def test_a_streaming_state_is_refused(indexed: tuple[str, list[str]]) -> None:
     with pytest.raises(ConfigError, match="not a global-order state"):
         make(indexed[0]).load_state_dict({"format": "wds_cloud.resume/1", "epoch": 0})
+
+
+def test_read_ahead_state_is_the_loaders_at_the_same_step(indexed: tuple[str, list[str]]) -> None:
+    """``DevicePrefetcher``'s one-batch-ahead loop (``ReadAhead``, what runs on CUDA) gives
+    the state of the batch it handed out, although it has read one more from the loader."""
+    from wds_cloud.pytorch.builder import ReadAhead
+
+    json_url, keys = indexed
+    plain = make(json_url, 2)
+    for step, _ in enumerate(plain, 1):
+        if step == 4:
+            want = plain.state_dict()
+            break
+    ahead = ReadAhead(make(json_url, 2), lambda batch: batch)
+    before = []
+    for step, batch in enumerate(ahead, 1):
+        before += keys_of(batch)
+        if step == 4:
+            state = ahead.state()
+            break
+    assert state == want and state["cursor"] == 4 * BATCH
+    rest = make(json_url)
+    rest.load_state_dict(state)
+    assert_exactly_once(before + [k for b in rest for k in keys_of(b)], keys)
