@@ -144,3 +144,24 @@ def test_read_ahead_state_is_the_loaders_at_the_same_step(indexed: tuple[str, li
     rest = make(json_url)
     rest.load_state_dict(state)
     assert_exactly_once(before + [k for b in rest for k in keys_of(b)], keys)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loop_left_early_goes_on_at_the_next_iter(
+    indexed: tuple[str, list[str]], workers: int
+) -> None:
+    """Leaving the loop early (the thread pool or the persistent workers still reading
+    ahead) and iterating the same loader again continues from the batch after the last one
+    handed out."""
+    json_url, keys = indexed
+    whole = [k for b in make(json_url) for k in keys_of(b)]
+    loader = make(json_url, workers, persistent_workers=workers > 0)
+    got: list[str] = []
+    for stop in (2, 5):
+        for step, batch in enumerate(loader, 1):
+            got += keys_of(batch)
+            if step == stop:
+                break
+    got += [k for b in loader for k in keys_of(b)]
+    assert got == whole
+    assert_exactly_once(got, keys)
