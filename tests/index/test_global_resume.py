@@ -49,6 +49,7 @@ def run(tmp: Path, urls: list[str], gen: int, world: int, workers: int, kill: in
     )
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     env["PYTHONPATH"] = str(ROOT)
+    env["GLOO_SOCKET_IFNAME"] = "lo"  # the ranks talk over the loopback interface only
     with open(tmp / f"err-{gen}.txt", "w") as err:
         code, killed, _ = run_until_step([sys.executable, str(SCRIPT), str(conf)], env, kill, err)
     if kill is None:
