@@ -184,6 +184,8 @@ def test_state_checks() -> None:
         sampler.load_state_dict({**sampler.state_dict(), "samples": 40})
     with pytest.raises(ConfigError, match="not a global-order state"):
         sampler.load_state_dict({"format": "wds_cloud.resume/1"})
+    with pytest.raises(ConfigError, match="bad global-order state: no cursor"):
+        sampler.load_state_dict({k: v for k, v in sampler.state_dict().items() if k != "cursor"})
     with pytest.raises(ConfigError, match="uneven must be 'drop' or 'pad'"):
         GlobalBatchSampler(50, 5, uneven="wrap")
     with pytest.raises(ConfigError, match="rank 2 out of range for a world of 2"):

@@ -240,11 +240,15 @@ class GlobalBatchSampler:
         """Continue the permutation of ``state`` from its cursor, with any rank and world.
 
         Raises:
-            ConfigError: not a global-order state, or one of a dataset of another size.
+            ConfigError: not a global-order state (or one missing a field), or one of a
+                dataset of another size.
         """
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             found = state.get("format") if isinstance(state, dict) else type(state).__name__
             raise ConfigError(f"not a global-order state (format {found!r}, expected {FORMAT!r})")
+        missing = [k for k in ("seed", "epoch", "cursor", "samples") if k not in state]
+        if missing:
+            raise ConfigError(f"bad global-order state: no {', '.join(missing)}")
         if state["samples"] != self.samples:
             raise ConfigError(
                 f"the state is of a dataset of {state['samples']} samples, this one has "
