@@ -18,7 +18,6 @@ from wds_cloud.index.globalorder import (
     GlobalBatchSampler,
     GlobalOrder,
     fetch_batch,
-    read_ahead,
 )
 from wds_cloud.index.permutation import Permutation
 
@@ -229,7 +228,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
 def test_global_order_reads_the_permutation(indexed: tuple[str, list[str]]) -> None:
     json_url, keys = indexed
     ds = wds.IndexedWebDataset(json_url)
-    order = GlobalOrder(ds, 16, seed=4, ahead=3)
+    order = GlobalOrder(ds, 16, seed=4, readahead=3)
     got = [s["__key__"] for batch in order for s in batch]
     perm = Permutation(len(ds), 4, 0)
     assert got == [ds[perm[p]]["__key__"] for p in range(len(ds))]
@@ -290,27 +289,24 @@ def test_fetch_batch_uses_get_batch_when_present() -> None:
     assert sorted(x for b in batches for x in b) == sorted(10 * i for c in ds.calls[1:] for i in c)
 
 
-def test_read_ahead_keeps_order_and_bounds_what_is_in_flight() -> None:
-    import threading
+class _BatchedAhead(_Batched):
+    """With ``iter_batches`` too (``IndexedWebDataset``'s read-ahead), noting its arguments."""
 
-    started: list[int] = []
-    gate = threading.Semaphore(0)
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.readaheads: list[int | None] = []
 
-    def fetch(i: int) -> int:
-        started.append(i)
-        gate.acquire()
-        return i * i
+    def iter_batches(self, batches: Any, *, readahead: int | None = None) -> Any:
+        self.readaheads.append(readahead)
+        return (self.get_batch(list(b)) for b in batches)
 
-    it = read_ahead(fetch, range(20), 3)
-    for _ in range(3):
-        gate.release()
-    assert next(it) == 0
-    assert len(started) <= 4  # 3 in flight, plus the one taken
-    for _ in range(20):
-        gate.release()
-    assert list(it) == [i * i for i in range(1, 20)]
-    with pytest.raises(ConfigError, match="must be >= 1"):
-        next(read_ahead(fetch, range(2), 0))
+
+def test_the_datasets_read_ahead_is_used_when_present() -> None:
+    ds = _BatchedAhead(20)
+    batches = list(GlobalOrder(ds, 8, seed=2, readahead=3))
+    assert ds.readaheads == [3]
+    assert [len(c) for c in ds.calls] == [8, 8, 4]
+    assert batches == [[10 * i for i in c] for c in ds.calls]
 
 
 def test_dataloader_with_the_batch_sampler(indexed: tuple[str, list[str]]) -> None:

@@ -3,6 +3,7 @@ shards on local disk, read by DataLoader workers, resumed exactly from a cursor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import wds_cloud as wds
 from tests.resume.helpers import assert_exactly_once, run_interrupted, shard_bytes, write_shards
 from tests.s3.conftest import make_config
+from tests.support.faulty_proxy import FaultyProxy, faulty_proxy  # noqa: F401 - fixture
 from tests.support.seaweed import SeaweedServer, boto3_client, create_bucket
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.openers.s3.opener import S3Opener
@@ -65,3 +67,24 @@ def test_same_order_as_local_and_exact_resume(
     delivered, states = run_interrupted(lambda: make(json_url, registry), [4, 6], list)
     assert delivered == whole
     assert [s["cursor"] for s in states] == [32, 80]
+
+
+def test_each_batch_is_one_batch_read(
+    on_s3: tuple[str, OpenerRegistry],
+    seaweed: SeaweedServer,
+    faulty_proxy: Callable[..., FaultyProxy],  # noqa: F811 - the fixture imported above
+) -> None:
+    """The workers read each batch with ``get_batch``: a proxy in front of the server counts
+    the ranged GETs, fewer than one per sample (``ds[i]`` per sample takes exactly one each):
+    samples near each other in a shard share one."""
+    json_url, _ = on_s3
+    proxy = faulty_proxy(int(seaweed.endpoint_url.rsplit(":", 1)[1]))
+    registry = OpenerRegistry()
+    registry.register("s3", S3Opener(make_config(proxy.url)), override=True)
+    loader = make(json_url, registry)
+    before = proxy.ranged_requests
+    batches = list(loader)
+    ranged = proxy.ranged_requests - before
+    samples = sum(len(batch) for batch in batches)
+    assert samples == SHARDS * PER_SHARD
+    assert len(batches) <= ranged < samples

@@ -16,18 +16,16 @@ random few), ``"pad"`` adds positions that repeat the epoch's first samples, as
 ``DistributedSampler`` does.
 
 - :class:`GlobalBatchSampler`: the index lists, for ``DataLoader(ds, batch_sampler=...)``.
-- :class:`GlobalOrder`: the samples, fetched with :func:`fetch_batch` (``get_batch`` where
-  the dataset has it) by a thread pool holding ``ahead`` batches in flight.
+- :class:`GlobalOrder`: the samples, a batch at a time (:func:`iter_fetched`: ``get_batch``
+  and ``iter_batches``' read-ahead where the dataset has them).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from wds_cloud.core.shards import node_info
 from wds_cloud.errors import ConfigError
@@ -38,9 +36,6 @@ log = logging.getLogger(__name__)
 
 FORMAT = "wds_cloud.globalorder/1"
 UNEVEN = ("drop", "pad")
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def fetch_batch(dataset: Any, indices: Sequence[int]) -> list[Any]:
@@ -262,26 +257,16 @@ class GlobalBatchSampler:
         self.seed, self.epoch, self.cursor = int(state["seed"]), int(state["epoch"]), cursor
 
 
-def read_ahead(fetch: Callable[[T], R], items: Iterable[T], ahead: int) -> Iterator[R]:
-    """``fetch(item)`` for each item, in order, by a pool of ``ahead`` threads that keeps up to
-    ``ahead`` items in flight (memory: ``ahead`` results). Leaving the loop early cancels what
-    has not started and waits for what has."""
-    if ahead < 1:
-        raise ConfigError(f"ahead (batches in flight) must be >= 1, got {ahead}")
-    source = iter(items)
-    pool = ThreadPoolExecutor(ahead, thread_name_prefix="wds-globalorder")
-    pending: deque[Future[R]] = deque()
-    try:
-        for item in source:
-            pending.append(pool.submit(fetch, item))
-            if len(pending) >= ahead:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        for future in pending:
-            future.cancel()
-        pool.shutdown(wait=True)
+def iter_fetched(
+    dataset: Any, batches: Iterable[Sequence[int]], readahead: int | None = None
+) -> Iterator[list[Any]]:
+    """:func:`fetch_batch` of each batch, in order: through the dataset's ``iter_batches``
+    (``IndexedWebDataset``: the next ``readahead`` batches read by a thread pool while one is
+    consumed; None: its ``batch`` setting) when it has one, else one batch at a time."""
+    iter_batches = getattr(dataset, "iter_batches", None)
+    if iter_batches is not None:
+        return iter(iter_batches(batches, readahead=readahead))
+    return (fetch_batch(dataset, indices) for indices in batches)
 
 
 class CursorLoop:
@@ -326,15 +311,17 @@ class GlobalOrder(CursorLoop):
     """Iterate an indexed dataset in a global shuffle, a batch (a list of samples) at a time.
 
     ``GlobalOrder(IndexedWebDataset(...), 64, seed=17)`` yields this rank's batches of the
-    epoch's permutation; each is read with :func:`fetch_batch` (the dataset's ``get_batch``,
-    coalesced, where it has one) while the next ``ahead - 1`` are being read.
+    epoch's permutation, each read as one batch (:func:`iter_fetched`: the dataset's
+    ``iter_batches``/``get_batch``, coalesced, with ``readahead`` batches read meanwhile).
     ``state_dict()`` / ``load_state_dict()`` / ``set_epoch()`` as :class:`GlobalBatchSampler`,
     counted in batches handed out (a batch read ahead is not delivered).
 
     Args:
-        dataset: a map-style dataset (``len`` and ``ds[i]``; ``get_batch`` used when present).
+        dataset: a map-style dataset (``len`` and ``ds[i]``; ``get_batch`` and
+            ``iter_batches`` used when present).
         batch_size: samples per batch per rank.
-        ahead: batches in flight (threads).
+        readahead: batches read ahead (None: the dataset's setting, ``IndexedWebDataset``'s
+            ``WDS_CLOUD_BATCH_READAHEAD``, 2 by default).
         collate: applied to each batch's list of samples (default: the list).
         **order: ``seed``, ``uneven``, ``rank``, ``world``, ``epoch``: see
             :class:`GlobalBatchSampler`.
@@ -345,24 +332,21 @@ class GlobalOrder(CursorLoop):
         dataset: Any,
         batch_size: int,
         *,
-        ahead: int = 4,
+        readahead: int | None = None,
         collate: Callable[[list[Any]], Any] | None = None,
         **order: Any,
     ) -> None:
-        if ahead < 1:
-            raise ConfigError(f"ahead (batches in flight) must be >= 1, got {ahead}")
         self.dataset = dataset
         self.sampler = GlobalBatchSampler(len(dataset), batch_size, **order)
-        self.ahead = ahead
+        self.readahead = readahead
         self.collate = collate
-
-    def _fetch(self, indices: list[int]) -> Any:
-        batch = fetch_batch(self.dataset, indices)
-        return self.collate(batch) if self.collate is not None else batch
 
     def __iter__(self) -> Iterator[Any]:
         plan = self.sampler.current_pass()
-        return self.deliver(plan, read_ahead(self._fetch, plan, self.ahead))
+        batches = iter_fetched(self.dataset, plan, self.readahead)
+        if self.collate is not None:
+            batches = map(self.collate, batches)
+        return self.deliver(plan, batches)
 
 
 __all__ = [
@@ -371,5 +355,5 @@ __all__ = [
     "GlobalOrder",
     "Pass",
     "fetch_batch",
-    "read_ahead",
+    "iter_fetched",
 ]

@@ -4,9 +4,10 @@ time, resumed exactly (and elastically) from a cursor (``docs/indexes.md``, "Glo
 The main process plans each rank's batches (:class:`~wds_cloud.index.globalorder.Pass`: lists
 of sample numbers); with ``num_workers > 0`` a ``DataLoader`` hands each list to a worker,
 which reads the batch with :func:`~wds_cloud.index.globalorder.fetch_batch` (the dataset's
-``get_batch`` where it has one) and runs decode / to_tuple / map and collation on it; with
-``num_workers=0`` a thread pool does the same in this process. Either way ``num_workers *
-prefetch_factor`` (or ``prefetch_factor``) batches are in flight, never more. The loader
+``get_batch``: one coalesced batch read) and runs decode / to_tuple / map and collation on
+it; with ``num_workers=0`` the dataset's ``iter_batches`` reads ``prefetch_factor`` batches
+ahead on threads and this process decodes. ``num_workers * prefetch_factor`` (or
+``prefetch_factor + 1``) batches are in flight, never more. The loader
 counts the batches it hands to the training loop, so its state is exact however far ahead the
 workers read, and the workers (which only fetch) can be any number on resume.
 """
@@ -26,7 +27,7 @@ from wds_cloud.index.globalorder import (
     GlobalBatchSampler,
     Pass,
     fetch_batch,
-    read_ahead,
+    iter_fetched,
 )
 from wds_cloud.pytorch.datasets import IndexedWebDataset
 
@@ -53,11 +54,15 @@ class BatchReader(torch.utils.data.Dataset[Any]):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitems__(self, indices: list[int]) -> list[Any]:
-        samples: Any = iter(fetch_batch(self.dataset, indices))
+    def process(self, samples: list[Any]) -> list[Any]:
+        """A batch's samples through the stages."""
+        out: Any = iter(samples)
         for stage in self.stages:
-            samples = stage(samples)
-        return list(samples)
+            out = stage(out)
+        return list(out)
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        return self.process(fetch_batch(self.dataset, indices))
 
     def __getitem__(self, index: int) -> Any:
         got = self.__getitems__([index])
@@ -92,7 +97,7 @@ class GlobalLoader(CursorLoop):
         reader: the :class:`BatchReader` (dataset and per-sample stages).
         sampler: the order and the split over ranks.
         num_workers, prefetch_factor, persistent_workers: as ``DataLoader``'s; with no workers
-            ``prefetch_factor`` threads read ahead.
+            ``prefetch_factor`` batches are read ahead (``iter_batches``).
         collate: collation of each batch's samples.
         pin: a function pinning a batch, or None (workers: ``DataLoader(pin_memory=True)``).
     """
@@ -127,14 +132,15 @@ class GlobalLoader(CursorLoop):
                 pin_memory=pin is not None,
             )
 
-    def _read(self, indices: list[int]) -> Any:
-        batch = self.collate(self.reader.__getitems__(indices))
+    def _finish(self, samples: list[Any]) -> Any:
+        batch = self.collate(self.reader.process(samples))
         return self.pin(batch) if self.pin is not None else batch
 
     def __iter__(self) -> Iterator[Any]:
         plan = self.sampler.current_pass()
         if self.loader is None:
-            return self.deliver(plan, read_ahead(self._read, plan, self.prefetch_factor))
+            fetched = iter_fetched(self.reader.dataset, plan, self.prefetch_factor)
+            return self.deliver(plan, map(self._finish, fetched))
         self._source.plan = plan
         return self.deliver(plan, self.loader if len(plan) else ())
 
