@@ -6,14 +6,16 @@ Imports torch once, then forks ``world`` ranks that join a gloo process group (`
 batch every rank appends ``"<step> <key> <rank>/<worker>"`` lines to ``log-<gen>-<rank>.txt``
 (flushed), they meet (a barrier), and every ``every`` steps rank 0 writes ``{"gen", "step",
 "loader"}`` to ``ckpt`` atomically, after checking that every rank's ``state_dict()`` is the
-same. Rank 0 prints ``step N`` after each step (the test kills the process group there). With
-``ckpt`` present the loader resumes from it first.
+same. With ``kill`` set, rank 0 sends SIGKILL to the whole process group (every rank and
+every DataLoader worker) once it has logged that step, so where the run dies does not depend
+on how fast anything runs. With ``ckpt`` present the loader resumes from it first.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -65,8 +67,8 @@ def run_rank(cfg: dict[str, Any], rank: int) -> None:
                     with open(tmp, "w") as f:
                         json.dump({"gen": cfg["gen"], "step": step, "loader": states[0]}, f)
                     os.replace(tmp, cfg["ckpt"])
-            if rank == 0:
-                print(f"step {step}", flush=True)
+            if rank == 0 and step == cfg["kill"]:
+                os.killpg(os.getpgrp(), signal.SIGKILL)
     dist.barrier()
     dist.destroy_process_group()
 

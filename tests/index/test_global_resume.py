@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +16,6 @@ import pytest
 
 import wds_cloud as wds
 from tests.resume.helpers import assert_exactly_once, write_shards
-from tests.resume.sigkill import run_until_step
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ RUNS = {
 
 
 def run(tmp: Path, urls: list[str], gen: int, world: int, workers: int, kill: int | None) -> None:
-    """One run of ``world`` ranks, killed (with its workers) when rank 0 prints ``step kill``."""
+    """One run of ``world`` ranks; rank 0 SIGKILLs the group (ranks and workers) at ``kill``."""
     conf = tmp / f"conf-{gen}.json"
     conf.write_text(
         json.dumps(
@@ -41,6 +42,7 @@ def run(tmp: Path, urls: list[str], gen: int, world: int, workers: int, kill: in
                 "world": world,
                 "workers": workers,
                 "every": EVERY,
+                "kill": kill,
                 "ckpt": str(tmp / "ckpt.json"),
                 "dir": str(tmp),
                 "init": f"file://{tmp / f'init-{gen}'}",
@@ -50,12 +52,16 @@ def run(tmp: Path, urls: list[str], gen: int, world: int, workers: int, kill: in
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     env["PYTHONPATH"] = str(ROOT)
     env["GLOO_SOCKET_IFNAME"] = "lo"  # the ranks talk over the loopback interface only
-    with open(tmp / f"err-{gen}.txt", "w") as err:
-        code, killed, _ = run_until_step([sys.executable, str(SCRIPT), str(conf)], env, kill, err)
-    if kill is None:
-        assert code == 0, (tmp / f"err-{gen}.txt").read_text()[-4000:]
-    else:
-        assert killed, f"run {gen} ended before step {kill}"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), str(conf)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        start_new_session=True,  # its own process group, which rank 0 kills
+    )
+    want = 0 if kill is None else -signal.SIGKILL
+    assert proc.returncode == want, proc.stderr[-4000:]
 
 
 def logged(tmp: Path, gen: int, upto: int | None = None) -> list[tuple[str, str]]:
@@ -89,7 +95,12 @@ def test_sigkill_and_resume(tmp_path: Path, name: str) -> None:
         chain.append(gen)
         delivered += [key for key, _ in logged(tmp_path, gen, step)]
         link = resumed_from[gen]
-    assert len(chain) == last  # every run saved at least once before it was killed
+    # each killed run saved at step kill - 1 (every 2 steps, kills at odd steps) and the next
+    # one resumed from there: no run is skipped
+    assert len(chain) == last
+    assert resumed_from[1:] == [
+        (gen, kill - 1) for gen, (_, _, kill) in enumerate(RUNS[name][:-1]) if kill
+    ]
     assert_exactly_once(delivered, keys)
     world, workers, _ = RUNS[name][last]
     assert {reader for _, reader in final} == {

@@ -9,40 +9,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("train_loop.py")
-
-
-def run_until_step(
-    cmd: Sequence[str], env: dict[str, str], kill: int | None, stderr: Any = subprocess.PIPE
-) -> tuple[int, bool, str]:
-    """Run ``cmd`` in a process group of its own; SIGKILL the group (the loop, its ranks and
-    its DataLoader workers) once it prints ``step <kill>``. Returns (exit status, whether it
-    was killed, its stderr when ``stderr`` is a pipe)."""
-    proc = subprocess.Popen(
-        list(cmd),
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-        env=env,
-        start_new_session=True,  # its own process group: the workers die with it
-    )
-    assert proc.stdout is not None
-    killed = False
-    for line in proc.stdout:
-        if kill is not None and line.strip() == f"step {kill}":
-            os.killpg(proc.pid, signal.SIGKILL)
-            killed = True
-            break
-    proc.wait(timeout=120)
-    proc.stdout.close()
-    err = ""
-    if proc.stderr is not None:
-        err = proc.stderr.read() if not killed else ""
-        proc.stderr.close()
-    return proc.returncode, killed, err
 
 
 def run_killed(
@@ -53,11 +22,27 @@ def run_killed(
     ckpt, log = tmp / "ckpt.json", tmp / "delivered.log"
     full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
     for kill in [*kill_at, None]:
-        code, killed, err = run_until_step(
+        proc = subprocess.Popen(
             [sys.executable, str(SCRIPT), json.dumps(list(urls)), str(ckpt), str(log)],
-            full_env,
-            kill,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=full_env,
+            start_new_session=True,  # its own process group: the workers die with it
         )
+        assert proc.stdout is not None
+        killed = False
+        for line in proc.stdout:
+            if kill is not None and line.strip() == f"step {kill}":
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                break
+        proc.wait(timeout=60)
         if kill is None or not killed:
-            assert code == 0, err
+            err = proc.stderr.read() if proc.stderr else ""
+            assert proc.returncode == 0, err
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
     return log.read_text().split()
