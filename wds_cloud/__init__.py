@@ -180,6 +180,10 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     from wds_cloud.index.format import (
         ShardIndex as ShardIndex,
     )
+    from wds_cloud.index.globalorder import (
+        GlobalBatchSampler as GlobalBatchSampler,
+        GlobalOrder as GlobalOrder,
+    )
     from wds_cloud.listing import (
         list_shards as list_shards,
     )
@@ -408,6 +412,8 @@ _EXPORTS: dict[str, str] = {
     "upload_shards": "wds_cloud.writing.upload",
     # indexes and random access
     "DatasetIndex": "wds_cloud.index.datasetjson",
+    "GlobalBatchSampler": "wds_cloud.index.globalorder",
+    "GlobalOrder": "wds_cloud.index.globalorder",
     "ShardIndex": "wds_cloud.index.format",
     "build_index": "wds_cloud.index.build",
     "check_index": "wds_cloud.index.check",
