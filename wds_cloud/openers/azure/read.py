@@ -178,7 +178,7 @@ class BlobFetch:
             return RetryableError(f"{error} at offset {offset}")
         if status == 412:
             return ShardReadError(
-                f"blob changed while being read (ETag {self.etag} no longer matches)",
+                f"blob changed or was deleted while being read (ETag {self.etag} no longer matches)",
                 url=self.url,
                 offset=offset,
             )
