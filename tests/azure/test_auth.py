@@ -16,6 +16,7 @@ from wds_cloud.errors import ConfigError, MissingDependencyError, ShardOpenError
 from wds_cloud.openers.azure.auth import resolve_account
 from wds_cloud.openers.azure.config import AzureConfig
 from wds_cloud.openers.azure.opener import AzureOpener
+from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.azure
 
@@ -171,3 +172,15 @@ def test_repr_masks_every_credential() -> None:
     shown = repr(config) + repr(AzureOpener(config))
     for secret in ("CSKEY", "ACCKEY", "SASSIG"):
         assert secret not in shown
+
+
+def test_mosaic_streamings_variables_and_url(
+    azurite: AzuriteServer, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mosaic Streaming reads ``azure://CONTAINER/BLOB`` with ``AZURE_ACCOUNT_NAME`` and
+    ``AZURE_ACCOUNT_ACCESS_KEY``; the same environment works here."""
+    monkeypatch.setenv("AZURE_ACCOUNT_NAME", azurite.account)
+    monkeypatch.setenv("AZURE_ACCOUNT_ACCESS_KEY", azurite.key)
+    monkeypatch.setenv("WDS_CLOUD_AZURE_ENDPOINT", azurite.endpoint)  # Azurite, not Azure
+    container.upload_blob("m.tar", b"mosaic")
+    assert OpenerRegistry().open(f"azure://{container.container_name}/m.tar").read() == b"mosaic"

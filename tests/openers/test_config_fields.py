@@ -189,13 +189,21 @@ CASES: dict[tuple[str, str], Case] = {
         "wds",
         "wds",
         "arg",
-        own={"AZURE_STORAGE_ACCOUNT_NAME": ("sdk", "sdk"), "AZURE_STORAGE_ACCOUNT": ("cli", "cli")},
+        own={
+            "AZURE_STORAGE_ACCOUNT_NAME": ("sdk", "sdk"),
+            "AZURE_STORAGE_ACCOUNT": ("cli", "cli"),
+            "AZURE_ACCOUNT_NAME": ("mosaic", "mosaic"),
+        },
     ),
     ("AZURE", "account_key"): Case(
         "a2V5",
         "a2V5",
         "YXJn",
-        own={"AZURE_STORAGE_ACCOUNT_KEY": ("c2Rr", "c2Rr"), "AZURE_STORAGE_KEY": ("Y2xp", "Y2xp")},
+        own={
+            "AZURE_STORAGE_ACCOUNT_KEY": ("c2Rr", "c2Rr"),
+            "AZURE_STORAGE_KEY": ("Y2xp", "Y2xp"),
+            "AZURE_ACCOUNT_ACCESS_KEY": ("bW9z", "bW9z"),
+        },
     ),
     ("AZURE", "sas_token"): Case(
         "sv=1&sig=w", "sv=1&sig=w", "sv=1&sig=a", own={"AZURE_STORAGE_SAS_TOKEN": ("sv=2", "sv=2")}

@@ -57,11 +57,16 @@ AZURE_SETTINGS = ConfigTable(
     what="Azure",
     fields=(
         Field("connection_string", TEXT, env=("AZURE_STORAGE_CONNECTION_STRING",), secret=True),
-        Field("account_name", TEXT, env=("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT")),
+        # AZURE_ACCOUNT_NAME / AZURE_ACCOUNT_ACCESS_KEY: what Mosaic Streaming's azure:// reads
+        Field(
+            "account_name",
+            TEXT,
+            env=("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT", "AZURE_ACCOUNT_NAME"),
+        ),
         Field(
             "account_key",
             TEXT,
-            env=("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY"),
+            env=("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY", "AZURE_ACCOUNT_ACCESS_KEY"),
             secret=True,
         ),
         Field("sas_token", TEXT, env=("AZURE_STORAGE_SAS_TOKEN",), secret=True),
@@ -89,9 +94,10 @@ class AzureConfig:
         connection_string: an Azure Storage connection string
             (``AZURE_STORAGE_CONNECTION_STRING``): account, key or SAS, and endpoint.
         account_name: the storage account (``AZURE_STORAGE_ACCOUNT_NAME``,
-            ``AZURE_STORAGE_ACCOUNT``); an account named in the URL must be this one.
+            ``AZURE_STORAGE_ACCOUNT``, Mosaic Streaming's ``AZURE_ACCOUNT_NAME``); an account
+            named in the URL must be this one.
         account_key: the account's shared key (``AZURE_STORAGE_ACCOUNT_KEY``,
-            ``AZURE_STORAGE_KEY``).
+            ``AZURE_STORAGE_KEY``, Mosaic Streaming's ``AZURE_ACCOUNT_ACCESS_KEY``).
         sas_token: a shared access signature, with or without the leading ``?``
             (``AZURE_STORAGE_SAS_TOKEN``).
         endpoint: the Blob service endpoint, e.g. Azurite's
