@@ -105,8 +105,10 @@ def test_listing_is_paged_with_sizes_and_keeps_the_url_spelling(
     assert opener.list_sizes(f"az://{name}/train/") == [
         (f"az://{name}/train/s-{i}.tar", i + 1) for i in range(7)
     ]
-    base = f"abfs://{name}@{azurite.account}.dfs.core.windows.net"
-    assert opener.list(f"{base}/val/") == [f"{base}/val/v.tar"]
+    for host in ("dfs", "blob"):
+        base = f"abfss://{name}@{azurite.account}.{host}.core.windows.net"
+        assert opener.list(f"{base}/val/") == [f"{base}/val/v.tar"]
+        assert opener.open(f"{base}/val/v.tar").read() == b"v"
 
 
 def test_list_shards_and_globs_go_through_the_registry(
