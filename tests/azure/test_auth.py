@@ -145,7 +145,6 @@ def test_without_azure_identity_the_default_credential_error_says_what_to_do(
 
 
 def test_default_credential_is_used_when_nothing_else_is_set() -> None:
-    pytest.importorskip("azure.identity", reason="azure-identity is a dev dependency")
     account = resolve_account(AzureConfig(account_name="acct").resolve(environ={}))
     assert account.source == "DefaultAzureCredential" and account.token is not None
 
