@@ -218,10 +218,15 @@ def list_sizes(url: str, *, registry: OpenerRegistry | None = None) -> list[tupl
     return out
 
 
-def _group_key(url: str) -> tuple[str, str, str]:
-    """URLs that one listing call can answer: same scheme, same bucket, same query."""
+def _group_key(url: str, registry: OpenerRegistry) -> tuple[str, str, str]:
+    """URLs that one listing call can answer: same scheme, same scope, same query. The scope is
+    the bucket (the first path component), or what the opener's ``listing_scope(url)`` says
+    when it has one (``hf://``: the repo at its revision)."""
     base, query = _split_query(url)
     scheme = url_scheme(base)
+    scope = getattr(registry.for_url(base), "listing_scope", None) if scheme != "file" else None
+    if scope is not None:
+        return scheme, scope(base), query
     rest = base.split("://", 1)[1] if "://" in base else base
     return scheme, rest.split("/", 1)[0], query
 
@@ -273,7 +278,8 @@ def list_prefixes(
     The object named exactly by a URL is always kept; the other names only when they end in
     one of ``extensions`` (None keeps all). A local file is itself; a local folder is listed
     recursively; anything else local is a name prefix inside its folder. URLs of one bucket
-    are answered by one listing of their common prefix. A backend that cannot list (http) has
+    (of one repo at one revision on ``hf://``) are answered by one listing of their common
+    prefix. A backend that cannot list (http) has
     each URL opened once to check that it exists.
 
     Returns:
@@ -287,7 +293,7 @@ def list_prefixes(
     registry = registry or default_registry()
     groups: dict[tuple[str, str, str], list[str]] = {}
     for url in dict.fromkeys(urls):
-        groups.setdefault(_group_key(url), []).append(url)
+        groups.setdefault(_group_key(url, registry), []).append(url)
     out: dict[str, list[str]] = {}
     for (scheme, _, query), members in groups.items():
         opener = registry.for_url(members[0])

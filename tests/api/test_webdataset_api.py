@@ -36,7 +36,7 @@ NOT_PROVIDED = {
         "set_options",
     },
     "pipeline": {"add_length_method"},
-    "shardlists": {"envlookup", "envsubst", "expand", "expand_source", "resampled_"},
+    "shardlists": {"envlookup", "envsubst", "expand", "resampled_"},
     "tariterators": {"shardlist"},
     "tenbin": {
         "bytedata",
@@ -107,6 +107,8 @@ def test_every_module_name_is_here(module: str) -> None:
         assert getattr(facade, name) is not None, name
     if module == "gopen":  # as in webdataset, wds.gopen is the function, not the module
         assert callable(wds.gopen) and wds.gopen is facade.gopen
+    elif module == "pytorch":  # wds.pytorch is wds_cloud's torch layer, holding the same names
+        assert all(getattr(wds.pytorch, n) is getattr(facade, n) for n in ours)
     else:
         assert getattr(wds, module) is facade
     with pytest.raises(AttributeError, match=rf"webdataset\.{module}\.nope is not part"):

@@ -25,6 +25,7 @@ from wds_cloud.openers.ais.config import AIS_SETTINGS, AisConfig
 from wds_cloud.openers.azure.config import AZURE_SETTINGS, AzureConfig
 from wds_cloud.openers.cache.shardcache import CACHE_SETTINGS, ShardCache
 from wds_cloud.openers.gcs.config import GCS_SETTINGS, GcsConfig
+from wds_cloud.openers.hf.config import HF_SETTINGS, HfConfig
 from wds_cloud.openers.http.config import HTTP_SETTINGS, HttpConfig
 from wds_cloud.openers.pipe import PIPE_SETTINGS, PipeConfig
 from wds_cloud.openers.s3.config import S3_SETTINGS, S3Config
@@ -43,6 +44,7 @@ TABLES: dict[str, ConfigTable] = {
     "PIPE": PIPE_SETTINGS,
     "CACHE": CACHE_SETTINGS,
     "READAHEAD": READAHEAD_SETTINGS,
+    "HF": HF_SETTINGS,
 }
 CONFIGS: dict[str, type] = {
     "S3": S3Config,
@@ -51,6 +53,7 @@ CONFIGS: dict[str, type] = {
     "HTTP": HttpConfig,
     "AIS": AisConfig,
     "PIPE": PipeConfig,
+    "HF": HfConfig,
 }
 DOCS = {
     "S3": "docs/s3.md",
@@ -61,6 +64,7 @@ DOCS = {
     "PIPE": "docs/openers.md",
     "CACHE": "docs/openers.md",
     "READAHEAD": "docs/openers.md",
+    "HF": "docs/hf.md",
 }
 _CACHE_ATTRS = {"dir": "cache_dir", "size": "max_bytes"}
 _SOME_DIR = "/tmp/wds-config-test-cache"  # never created: ShardCache makes no directory
@@ -283,6 +287,19 @@ CASES: dict[tuple[str, str], Case] = {
         bad=("loud",),
     ),
     ("CACHE", "drain_bytes"): Case("64K", 64 << 10, 0, bad=("-1", "lots")),
+    ("HF", "endpoint"): Case(
+        "http://wds:1",
+        "http://wds:1",
+        "https://arg:3",
+        own={"HF_ENDPOINT": ("http://hf:2", "http://hf:2")},
+        bad=("huggingface.co",),
+    ),
+    ("HF", "token"): Case(
+        "tok-wds",
+        "tok-wds",
+        "tok-arg",
+        own={"HF_TOKEN": ("tok-hf", "tok-hf"), "HUGGING_FACE_HUB_TOKEN": ("tok-old", "tok-old")},
+    ),
     ("READAHEAD", "readahead"): Case("32M", 32 << 20, 4096, bad=("lots", "-1", "1.5M")),
 }
 

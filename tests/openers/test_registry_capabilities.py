@@ -26,6 +26,7 @@ from wds_cloud.openers.capabilities import (
     is_remote,
 )
 from wds_cloud.openers.gcs.opener import GcsOpener
+from wds_cloud.openers.hf.opener import HfOpener
 from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener
@@ -41,6 +42,7 @@ BUILTIN: dict[type, tuple[set[type], bool]] = {
     LocalOpener: ({Lister, Creator, RangeReader}, False),
     PipeOpener: ({Creator}, False),
     HttpOpener: ({RangeReader, Seekable}, True),
+    HfOpener: ({Lister, SizedLister, RangeReader, Seekable}, True),
     S3Opener: (set(ALL), True),
     GcsOpener: (set(ALL), True),
     AzureOpener: (set(ALL), True),
@@ -51,6 +53,7 @@ SCHEMES = {
     "pipe": PipeOpener,
     "http": HttpOpener,
     "https": HttpOpener,
+    "hf": HfOpener,
     "s3": S3Opener,
     "gs": GcsOpener,
     "gcs": GcsOpener,
@@ -205,6 +208,7 @@ from wds_cloud.openers import (
 )
 from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.gcs.opener import GcsOpener
+from wds_cloud.openers.hf.opener import HfOpener
 from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener

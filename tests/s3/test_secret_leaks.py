@@ -329,6 +329,46 @@ def azure_case(request: pytest.FixtureRequest, probe: Probe) -> None:
     )
 
 
+def hf_case(request: pytest.FixtureRequest, probe: Probe) -> None:
+    from tests.support.hub_server import HubServer
+    from wds_cloud.openers.hf.opener import HfConfig, HfOpener
+
+    hub = HubServer(request.getfixturevalue("tmp_path") / "hub").start()
+    request.addfinalizer(hub.stop)
+    for name, data in (("good.tar", good_shard()), ("corrupt.tar", CORRUPT)):
+        hub.add("datasets/org/private", f"train/{name}", data)
+    hub.private.add("datasets/org/private")
+    hub.tokens.add("HF-TOKEN-0041")
+    # the CDN's signed query (X-Amz-Signature=cdn-signature) must never be shown either
+    probe.secrets += ["HF-TOKEN-0041", "HF-WRONG-0042", "cdn-signature"]
+    config = HfConfig(endpoint=hub.endpoint, token="HF-TOKEN-0041")
+    opener = HfOpener(config)
+    wrong = HfOpener(HfConfig(endpoint=hub.endpoint, token="HF-WRONG-0042"))
+    base = "hf://datasets/org/private/train"
+    probe.fails("not found", lambda: read_all(f"{base}/missing.tar", "hf", opener))
+    probe.fails("open error", lambda: read_all(f"{base}/good.tar", "hf", wrong))
+    probe.fails("listing refused", lambda: wds_cloud.list_shards(f"{base}/", registry=_with(wrong)))
+    probe.fails("corrupt", lambda: read_all(f"{base}/corrupt.tar", "hf", opener))
+    hub.cdn.cut_after = 5000
+    probe.runs("dropped", lambda: read_all(f"{base}/good.tar", "hf", opener))
+    hub.cdn.cut_after = None
+    probe.fails("config", lambda: read_all("hf://datasets/org", "hf", opener))
+    probe.fails("upload", lambda: write_one(f"{base}/out-%04d.tar", "hf", opener))
+    probe.shows("HfConfig", config)
+    probe.shows("HfOpener", opener)
+    probe.shows("WebDataset", wds_cloud.WebDataset(f"{base}/good.tar", registry=_with(opener)))
+    env = {"HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "HF-TOKEN-0041"}
+    probe.cli("token env", "verify", f"{base}/corrupt.tar", f"{base}/missing.tar", env=env)
+    probe.cli("token env", "ls", "--samples", f"{base}/", env=env)
+    probe.cli("wrong token", "stats", f"{base}/good.tar", env={**env, "HF_TOKEN": "HF-WRONG-0042"})
+
+
+def _with(opener: Any) -> OpenerRegistry:
+    registry = OpenerRegistry()
+    registry.register("hf", opener, override=True)
+    return registry
+
+
 EVERY_CLASS = {ShardNotFoundError, ShardOpenError, ShardReadError, UploadError, ConfigError}
 CASES = {  # backend: (scenario, error classes it triggers; http has no uploads)
     "http+pipe": (http_case, EVERY_CLASS - {UploadError}),
@@ -336,6 +376,7 @@ CASES = {  # backend: (scenario, error classes it triggers; http has no uploads)
     "gcs": (gcs_case, EVERY_CLASS),
     "ais": (ais_case, EVERY_CLASS),
     "azure": (azure_case, EVERY_CLASS),
+    "hf": (hf_case, EVERY_CLASS - {UploadError}),
 }
 
 
