@@ -181,12 +181,15 @@ class AzuriteServer:
         return self._proc.pid if self._proc is not None else None
 
     def stop(self) -> None:
-        """Terminate the process (by PID) and close the log."""
+        """Terminate the process (by PID) and close the log.
+
+        Azurite closes its server on SIGTERM and waits for the clients' keep-alive connections
+        to end; its data is thrown away, so it gets 2 seconds and then SIGKILL."""
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
