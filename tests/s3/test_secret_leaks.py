@@ -29,6 +29,7 @@ import pytest
 import wds_cloud
 from tests.s3.conftest import ACCESS_KEY, REGION, SECRET_KEY, make_config
 from tests.support import tarbuild
+from tests.support.faulty_proxy import FaultyProxy
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import (
     ConfigError,
@@ -304,6 +305,23 @@ def azure_case(request: pytest.FixtureRequest, probe: Probe) -> None:
     probe.fails("open error", lambda: read_all(f"{url}/good.tar", "az", wrong))
     probe.fails("corrupt", lambda: read_all(f"{url}/corrupt.tar", "az", opener))
     probe.fails("corrupt sas", lambda: read_all(f"{url}/corrupt.tar", "az", by_sas))
+    # resumes log the error of each dropped connection: the SAS travels in the query string
+    proxy = FaultyProxy(server.port, cut_after=3000, first=4, reset=True).start()
+    request.addfinalizer(proxy.stop)
+    cut = AzureOpener(
+        AzureConfig(
+            sas_token=sas,
+            account_name=server.account,
+            endpoint=f"{proxy.url}/{server.account}",
+            backoff=0.0,
+        )
+    )
+    probe.runs("dropped", lambda: read_all(f"{url}/good.tar", "az", cut))
+    # requests names the URL it could not reach, SAS query included
+    away = AzureOpener(
+        AzureConfig(sas_token=sas, account_name="a", endpoint="http://127.0.0.1:9/a", retries=0)
+    )
+    probe.fails("unreachable", lambda: read_all(f"{url}/good.tar", "az", away))
     probe.fails("upload", lambda: write_one("az://no-such-container/o-%04d.tar", "az", opener))
     probe.fails("sas upload", lambda: write_one(f"{url}/o-%04d.tar", "az", by_sas))
     probe.fails("list", lambda: by_sas.list("az://no-such-container/"))
