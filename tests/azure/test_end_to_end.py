@@ -1,5 +1,5 @@
 """``az://`` end to end on Azurite: ShardWriter, upload_shards, build_index and random access,
-a reshard job, and where the blocks of a discarded write stay."""
+and where the blocks of a discarded write stay (the jobs: ``tests/jobs/test_backends.py``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,8 @@ import pytest
 
 import wds_cloud as wds
 from tests.azure.conftest import azure_opener
-from tests.jobs import helpers
-from tests.jobs.helpers import multiset, read_samples, write_inputs
 from tests.support import indexcheck
 from tests.support.azurite import AzuriteServer
-from wds_cloud.jobs import map_shards, reshard
-from wds_cloud.listing import resolve_shards
 from wds_cloud.openers.registry import OpenerRegistry
 
 pytestmark = pytest.mark.azure
@@ -57,21 +53,6 @@ def test_upload_shards_then_index_and_random_access(
     indexcheck.assert_build_check_and_read(urls, json_url, registry)
     names = {b.name for b in container.list_blobs()}
     assert {f"train/{p.stem}.idx" for p in paths} <= names and "train/index.json" in names
-
-
-def test_reshard_local_to_azure_and_map_back(
-    registry: OpenerRegistry, container: Any, tmp_path: Path
-) -> None:
-    inputs = resolve_shards(write_inputs(tmp_path / "in", 3, 8))
-    out = f"az://{container.container_name}/r/r-%03d.tar"
-    summary = reshard(inputs, out, maxcount=5, shuffle=True, seed=4, registry=registry)
-    assert summary.shards == [out % i for i in range(5)]
-    assert multiset(read_samples(summary.shards, registry)) == multiset(read_samples(inputs))
-    back = map_shards(
-        summary.shards, str(tmp_path / "m" / "m-%03d.tar"), helpers.upper, registry=registry
-    )
-    local = reshard(inputs, str(tmp_path / "l" / "r-%03d.tar"), maxcount=5, shuffle=True, seed=4)
-    assert read_samples(back.shards) == [helpers.upper(s) for s in read_samples(local.shards)]
 
 
 def test_a_discarded_write_stages_blocks_but_commits_nothing(
