@@ -17,8 +17,10 @@ try:
     import requests
     import urllib3
     from azure.core import exceptions as aexc
+
+    HAVE_SDK = True
 except ImportError:  # pragma: no cover - exercised only without the extra
-    aexc = None  # type: ignore[assignment]
+    HAVE_SDK = False
 
 __all__ = ["AzureStatusError", "read_errors", "translate_error"]
 
@@ -51,7 +53,7 @@ class AzureStatusError(Exception):
 def read_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean "the connection or the body stream dropped"."""
     extra: tuple[type[BaseException], ...] = (http.client.HTTPException,)
-    if aexc is not None:
+    if HAVE_SDK:
         extra += (
             requests.RequestException,
             urllib3.exceptions.HTTPError,
@@ -64,7 +66,7 @@ def read_errors() -> tuple[type[BaseException], ...]:
 def _status_and_code(exc: BaseException) -> tuple[int | None, str]:
     if isinstance(exc, AzureStatusError):
         return exc.status, exc.code
-    if aexc is not None and isinstance(exc, aexc.HttpResponseError):
+    if HAVE_SDK and isinstance(exc, aexc.HttpResponseError):
         return exc.status_code, str(getattr(exc, "error_code", None) or "")
     return None, ""
 
@@ -102,13 +104,13 @@ def translate_error(
         message = f"blob changed while it was being read (its ETag no longer matches): {reason}"
     elif code in _DENIED or status in (401, 403):
         message = f"access denied by Azure: {reason}"
-    elif aexc is not None and isinstance(exc, aexc.ClientAuthenticationError):
+    elif HAVE_SDK and isinstance(exc, aexc.ClientAuthenticationError):
         message = f"Azure credentials could not be used: {reason}"
     elif status is not None:
         message = f"Azure request failed ({status} {code}): {reason}".replace(" )", ")")
-    elif isinstance(exc, TimeoutError) or (aexc is not None and isinstance(exc, requests.Timeout)):
+    elif isinstance(exc, TimeoutError) or (HAVE_SDK and isinstance(exc, requests.Timeout)):
         message = f"timed out talking to the Azure endpoint {endpoint}: {reason}"
-    elif aexc is not None and isinstance(exc, aexc.ServiceRequestError | requests.ConnectionError):
+    elif HAVE_SDK and isinstance(exc, aexc.ServiceRequestError | requests.ConnectionError):
         message = f"cannot connect to the Azure endpoint {endpoint}: {reason}"
     elif isinstance(exc, read_errors()):
         message = f"the connection to the Azure endpoint {endpoint} broke: {reason}"
