@@ -191,6 +191,10 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         AisConfig as AisConfig,
         AisOpener as AisOpener,
     )
+    from wds_cloud.openers.azure.opener import (
+        AzureConfig as AzureConfig,
+        AzureOpener as AzureOpener,
+    )
     from wds_cloud.openers.cache.lru import (
         LRUCleanup as LRUCleanup,
     )
@@ -319,6 +323,8 @@ _EXPORTS: dict[str, str] = {
     "ShardCache": "wds_cloud.openers.cache.shardcache",
     "AisConfig": "wds_cloud.openers.ais.opener",
     "AisOpener": "wds_cloud.openers.ais.opener",
+    "AzureConfig": "wds_cloud.openers.azure.opener",
+    "AzureOpener": "wds_cloud.openers.azure.opener",
     "GcsConfig": "wds_cloud.openers.gcs.opener",
     "GcsOpener": "wds_cloud.openers.gcs.opener",
     "HfConfig": "wds_cloud.openers.hf.opener",

@@ -1,6 +1,6 @@
 """The listing contract for every opener with ``list``: local paths, ``file://`` URLs, s3://
-(SeaweedFS), gs:// (fake-gcs-server), ais:// (the AIStore emulator) and hf:// (the local Hub).
-``http(s)://`` and ``pipe:`` have no ``list``."""
+(SeaweedFS), gs:// (fake-gcs-server), az:// (Azurite), ais:// (the AIStore emulator) and hf://
+(the local Hub). ``http(s)://`` and ``pipe:`` have no ``list``."""
 
 from __future__ import annotations
 
@@ -74,6 +74,21 @@ class TestGcsListing(ListingContract):
             GcsOpener(endpoint=fake_gcs.endpoint, backoff=0.01, page_size=2),
             lambda name, data: bucket.blob(name).upload_from_string(data),
             lambda name: f"gs://{bucket.name}/{name}",
+        )
+
+
+@pytest.mark.azure
+class TestAzureListing(ListingContract):
+    @pytest.fixture
+    def listing_case(self, azurite: Any) -> ListingCase:
+        from wds_cloud.openers.azure.opener import AzureOpener
+
+        container = azurite.container(f"listing-{next(_buckets)}")
+        opener = AzureOpener(connection_string=azurite.connection_string, backoff=0.01, page_size=2)
+        return ListingCase(
+            opener,
+            lambda name, data: container.upload_blob(name, data, overwrite=True),
+            lambda name: f"az://{container.container_name}/{name}",
         )
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.ais.config import AIS_SETTINGS, AisConfig
+from wds_cloud.openers.azure.config import AZURE_SETTINGS, AzureConfig
 from wds_cloud.openers.cache.shardcache import CACHE_SETTINGS, ShardCache
 from wds_cloud.openers.gcs.config import GCS_SETTINGS, GcsConfig
 from wds_cloud.openers.hf.config import HF_SETTINGS, HfConfig
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLES: dict[str, ConfigTable] = {
     "S3": S3_SETTINGS,
     "GCS": GCS_SETTINGS,
+    "AZURE": AZURE_SETTINGS,
     "HTTP": HTTP_SETTINGS,
     "AIS": AIS_SETTINGS,
     "PIPE": PIPE_SETTINGS,
@@ -47,6 +49,7 @@ TABLES: dict[str, ConfigTable] = {
 CONFIGS: dict[str, type] = {
     "S3": S3Config,
     "GCS": GcsConfig,
+    "AZURE": AzureConfig,
     "HTTP": HttpConfig,
     "AIS": AisConfig,
     "PIPE": PipeConfig,
@@ -55,6 +58,7 @@ CONFIGS: dict[str, type] = {
 DOCS = {
     "S3": "docs/s3.md",
     "GCS": "docs/gcs.md",
+    "AZURE": "docs/azure.md",
     "AIS": "docs/aistore.md",
     "HTTP": "docs/openers.md",
     "PIPE": "docs/openers.md",
@@ -179,6 +183,48 @@ CASES: dict[tuple[str, str], Case] = {
     ("GCS", "page_size"): Case("7", 7, 3, bad=("0", "x")),
     ("GCS", "prefetch"): _PREFETCH,
     ("GCS", "prefetch_chunk"): _PREFETCH_CHUNK,
+    ("AZURE", "connection_string"): Case(
+        "AccountName=w",
+        "AccountName=w",
+        "AccountName=a",
+        own={"AZURE_STORAGE_CONNECTION_STRING": ("AccountName=s", "AccountName=s")},
+    ),
+    ("AZURE", "account_name"): Case(
+        "wds",
+        "wds",
+        "arg",
+        own={
+            "AZURE_STORAGE_ACCOUNT_NAME": ("sdk", "sdk"),
+            "AZURE_STORAGE_ACCOUNT": ("cli", "cli"),
+            "AZURE_ACCOUNT_NAME": ("mosaic", "mosaic"),
+        },
+    ),
+    ("AZURE", "account_key"): Case(
+        "a2V5",
+        "a2V5",
+        "YXJn",
+        own={
+            "AZURE_STORAGE_ACCOUNT_KEY": ("c2Rr", "c2Rr"),
+            "AZURE_STORAGE_KEY": ("Y2xp", "Y2xp"),
+            "AZURE_ACCOUNT_ACCESS_KEY": ("bW9z", "bW9z"),
+        },
+    ),
+    ("AZURE", "sas_token"): Case(
+        "sv=1&sig=w", "sv=1&sig=w", "sv=1&sig=a", own={"AZURE_STORAGE_SAS_TOKEN": ("sv=2", "sv=2")}
+    ),
+    ("AZURE", "endpoint"): Case(
+        "localhost:10000/acct/", "http://localhost:10000/acct", "https://arg:3"
+    ),
+    ("AZURE", "anonymous"): Case("yes", True, False, bad=("maybe",)),
+    ("AZURE", "retries"): _RETRIES,
+    ("AZURE", "backoff"): _BACKOFF,
+    ("AZURE", "stall_timeout"): _STALL,
+    ("AZURE", "block_size"): Case("4M", 4 << 20, 1 << 20, bad=("lots", "0")),
+    ("AZURE", "connect_timeout"): Case("3s", 3.0, 1.5, bad=("soon",)),
+    ("AZURE", "read_timeout"): Case("1.5m", 90.0, 2.5, bad=("soon",)),
+    ("AZURE", "page_size"): Case("7", 7, 3, bad=("0", "x")),
+    ("AZURE", "prefetch"): _PREFETCH,
+    ("AZURE", "prefetch_chunk"): _PREFETCH_CHUNK,
     ("HTTP", "timeout"): Case("45s", 45.0, 3, 3.0, bad=("soon", "-1")),
     ("HTTP", "retries"): _RETRIES,
     ("HTTP", "backoff"): _BACKOFF,

@@ -16,6 +16,7 @@ from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, UnsupportedSchemeError
 from wds_cloud.listing import list_prefixes, list_shards, list_sizes
 from wds_cloud.openers.ais.opener import AisOpener
+from wds_cloud.openers.azure.opener import AzureOpener
 from wds_cloud.openers.capabilities import (
     Creator,
     Lister,
@@ -44,6 +45,7 @@ BUILTIN: dict[type, tuple[set[type], bool]] = {
     HfOpener: ({Lister, SizedLister, RangeReader, Seekable}, True),
     S3Opener: (set(ALL), True),
     GcsOpener: (set(ALL), True),
+    AzureOpener: (set(ALL), True),
     AisOpener: (set(ALL), True),
 }
 SCHEMES = {
@@ -55,6 +57,10 @@ SCHEMES = {
     "s3": S3Opener,
     "gs": GcsOpener,
     "gcs": GcsOpener,
+    "az": AzureOpener,
+    "azure": AzureOpener,
+    "abfs": AzureOpener,
+    "abfss": AzureOpener,
     "ais": AisOpener,
 }
 

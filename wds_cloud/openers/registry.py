@@ -52,7 +52,11 @@ _ROUTABLE = frozenset({"s3", "gs", "gcs"})
 
 # scheme -> (lazy target, extra that provides its SDK)
 BUILTIN_OPENERS: dict[str, tuple[str, str | None]] = {
+    "abfs": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
+    "abfss": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
     "ais": ("wds_cloud.openers.ais.opener:AisOpener", "ais"),
+    "az": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
+    "azure": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
     "file": ("wds_cloud.openers.local:LocalOpener", None),
     "gcs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
     "gs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
