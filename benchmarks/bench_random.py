@@ -37,7 +37,8 @@ A ``global`` variant (``make_loader(order="global")``) is one more function in `
 Rounds are interleaved (every store, data set and variant once, then again) and each cell is
 the median of the rounds; ratios are taken per round, then their median. Per cell: samples/s;
 **vs stream** (goal >= 0.8x for ``shuffled batch``); **vs AISBatchIterDataset** (goal >= 1.0x);
-peak RSS of the main process and of the largest worker; **requests/sample** and **read/asked**,
+peak RSS of the main process and of the largest worker (``VmHWM``; a worker's includes
+the pages it shares with the main process since the fork); **requests/sample** and **read/asked**,
 the bytes the server sent per byte of the samples delivered (their tar members with headers,
 or AISBatchIterDataset's objects), both from the server's own counters (SeaweedFS's Prometheus
 ``s3_request_total`` and ``bucket_traffic_sent_bytes_total``; AIStore's targets' ``get_*`` and
@@ -59,7 +60,6 @@ import math
 import os
 import platform
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -424,13 +424,33 @@ def asked_bytes(job: Job, reg: Any, keys: set[str]) -> int:
     return total
 
 
-def peak_rss_mib() -> float:
-    """This process's peak RSS (``VmHWM``: its own address space, not the parent's)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+def peak_rss_mib(pid: int | str = "self") -> float:
+    """A process's peak RSS in MiB (``VmHWM``: its own address space; 0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return 0.0
+
+
+def workers_peak_rss_mib() -> float:
+    """The largest peak RSS among this process's live children (the loader's workers).
+
+    Read while they run (``getrusage(RUSAGE_CHILDREN)`` would also count a process that
+    ``import torch`` starts and waits for, larger than any worker)."""
+    peak = 0.0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                kids = f.read().split()
+        except OSError:
+            continue
+        for pid in kids:
+            peak = max(peak, peak_rss_mib(pid))
+    return peak
 
 
 def worker(job: Job, profile: str | None) -> None:
@@ -450,7 +470,9 @@ def worker(job: Job, profile: str | None) -> None:
     samples = nbytes = 0
     keys: set[str] = set()
     cpu, start = os.times(), time.perf_counter()
+    workers_peak = 0.0
     for batch in loader:
+        workers_peak = max(workers_peak, workers_peak_rss_mib())
         n, b, k = count(batch)
         samples, nbytes = samples + n, nbytes + b
         keys |= k
@@ -464,10 +486,14 @@ def worker(job: Job, profile: str | None) -> None:
     del loader  # its workers are joined: their CPU time is in os.times() now
     end = os.times()
     cpu_s = sum(end[:4]) - sum(cpu[:4])  # user, system, children's user and system
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     asked = nbytes if job.variant == "AISBatchIterDataset" else asked_bytes(job, reg, keys)
     result = {"samples": samples, "distinct": len(keys), "payload": nbytes, "asked": asked}
-    result |= {"seconds": seconds, "rss_main": peak_rss_mib(), "rss_worker": kids, "cpu": cpu_s}
+    result |= {
+        "seconds": seconds,
+        "rss_main": peak_rss_mib(),
+        "rss_worker": workers_peak,
+        "cpu": cpu_s,
+    }
     print(json.dumps(result))
 
 
