@@ -371,7 +371,7 @@ def variant_shuffled_batch(job: Job, reg: Any) -> Iterable[list[Any]]:
 def variant_per_sample(job: Job, reg: Any) -> Iterable[list[Any]]:
     from torch.utils.data import DataLoader
 
-    ds = PerSample(indexed(job, reg))
+    ds: Any = PerSample(indexed(job, reg))  # a map-style dataset, not a torch Dataset subclass
     batches = permutation(len(ds), job.limit)
     return DataLoader(ds, batch_sampler=batches, num_workers=job.workers, collate_fn=as_list)
 
@@ -487,7 +487,8 @@ def worker(job: Job, profile: str | None) -> None:
     end = os.times()
     cpu_s = sum(end[:4]) - sum(cpu[:4])  # user, system, children's user and system
     asked = nbytes if job.variant == "AISBatchIterDataset" else asked_bytes(job, reg, keys)
-    result = {"samples": samples, "distinct": len(keys), "payload": nbytes, "asked": asked}
+    result: dict[str, float] = {"samples": samples, "distinct": len(keys), "payload": nbytes}
+    result["asked"] = asked
     result |= {
         "seconds": seconds,
         "rss_main": peak_rss_mib(),
@@ -516,16 +517,6 @@ def run_job(job: Job, store: Store, profile: str | None = None) -> dict[str, Any
 
 
 # -- the run and the report ------------------------------------------------------------------
-
-
-def machine() -> str:
-    model = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if "model name" in ln), model)
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({model}), Linux {platform.release()}"
 
 
 def log(message: str) -> None:
@@ -629,6 +620,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     import wds_cloud
+    from benchmarks.bench_ais import machine
 
     work = Path(tempfile.mkdtemp(prefix="bench-random-"))
     runs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
