@@ -46,6 +46,7 @@ or AISBatchIterDataset's objects), both from the server's own counters (SeaweedF
 measuring process and its loader workers) and of the servers (their processes' user + system
 time from ``/proc``; not with ``--ais-endpoint``): where the time goes on a shared machine. ``--profile DIR`` adds one cProfile'd run of
 the ``shuffled batch`` and ``stream`` loaders with ``num_workers=0`` (the loop a worker runs).
+On AIStore a last table times GetBatch requests alone (:func:`getbatch_latency`).
 
 Client, servers and workers share the machine's cores: compare ratios within a run.
 """
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import io
 import json
 import math
@@ -516,6 +518,56 @@ def run_job(job: Job, store: Store, profile: str | None = None) -> dict[str, Any
     return result
 
 
+# -- GetBatch requests alone (ais) ------------------------------------------------------------
+
+
+def getbatch_latency(store: Store, label: str, requests: int = 16) -> dict[str, float]:
+    """Time GetBatch requests on their own, in this process: one ``get_batch`` of 1, 16 and 64
+    samples (median ms), the SDK's ``client.batch`` of 1 and 64 objects, and 64-sample batches
+    with 1, 4, 8 and 16 requests in flight (samples/s): a cost per request, not per entry,
+    shows as the same time for 1 and 64 and as throughput that grows with requests in flight."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aistore.sdk import Client
+
+    import wds_cloud as wds
+
+    reg = registry_for("ais", store.endpoint)
+    ds = wds.IndexedWebDataset(store.sources[label], registry=reg)
+    rng = random.Random(SEED)
+    batches = [rng.sample(range(len(ds)), BATCH) for _ in range(requests * 4)]
+    client = Client(store.endpoint)
+    names = [o.name for o in client.bucket(store.objects[label]).list_all_objects_iter()]
+
+    def ms(run: Callable[[], Any]) -> float:
+        times = []
+        for _ in range(requests):
+            start = time.perf_counter()
+            run()
+            times.append(1000 * (time.perf_counter() - start))
+        return statistics.median(times)
+
+    def sdk(count: int) -> None:
+        objects = [client.bucket(store.objects[label]).object(n) for n in names[:count]]
+        for _ in client.batch(objects=objects).get():
+            pass
+
+    ds.get_batch(batches[0])  # connect
+    out = {}
+    for n in (1, 16, 64):
+        out[f"get_batch of {n}, ms"] = ms(functools.partial(ds.get_batch, batches[0][:n]))
+    for n in (1, 64):
+        out[f"SDK client.batch of {n} objects, ms"] = ms(functools.partial(sdk, n))
+    out["one ranged GET (ds[i]), ms"] = ms(lambda: ds[batches[0][0]])
+    for inflight in (1, 4, 8, 16):
+        start = time.perf_counter()
+        with ThreadPoolExecutor(inflight) as pool:
+            list(pool.map(ds.get_batch, batches))
+        rate = len(batches) * BATCH / (time.perf_counter() - start)
+        out[f"{inflight} get_batch of 64 in flight, samples/s"] = rate
+    return out
+
+
 # -- the run and the report ------------------------------------------------------------------
 
 
@@ -624,6 +676,7 @@ def main(argv: list[str] | None = None) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-random-"))
     runs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    latency: dict[str, float] = {}
     try:
         began = time.perf_counter()
         data = {d: make_shards(d, args.shards, int(args.shard_mb * 1e6)) for d in args.data}
@@ -647,6 +700,9 @@ def main(argv: list[str] | None = None) -> None:
                     runs.setdefault((store.name, label, variant), []).append(result)
                     rate = result["samples"] / result["seconds"]
                     log(f"round {round_ + 1} {store.name} {label} {variant}: {rate:,.0f} samples/s")
+            for store in stores:
+                if store.scheme == "ais" and args.data:
+                    latency = getbatch_latency(store, args.data[0], 4 if args.quick else 16)
             if args.profile:
                 os.makedirs(args.profile, exist_ok=True)
                 for store, label, variant, job in todo:
@@ -669,10 +725,17 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.rounds} interleaved round(s)."
     )
     print(report(header, rows))
+    if latency:
+        print(f"\nGetBatch requests alone ({args.data[0]}, one process):\n\n| what | value |")
+        print("|---|---:|")
+        for what, value in latency.items():
+            print(f"| {what} | {value:,.1f} |")
     if args.out:
         flat = [{"store": k[0], "data": k[1], "variant": k[2], "runs": v} for k, v in runs.items()]
         with open(args.out, "w") as f:
-            json.dump({"header": header, "rows": rows, "runs": flat}, f, indent=1)
+            json.dump(
+                {"header": header, "rows": rows, "runs": flat, "getbatch": latency}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ per-sample variant makes at least one request per sample, and the batch variant 
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -26,7 +27,10 @@ def run(tmp_path: Path, *extra: str) -> tuple[list[list[str]], dict[str, Any]]:
     cmd = [sys.executable, str(SCRIPT), *QUICK, "--out", str(out), *extra]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    lines = done.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    table = itertools.takewhile(lambda line: line.startswith("|"), lines[first:])
+    rows = [line for line in table if line.startswith("| ")]
     assert rows[0].startswith("| store | data | variant | samples | samples/s | vs stream |")
     return [row.strip("| ").split(" | ") for row in rows[1:]], json.loads(out.read_text())
 
@@ -70,3 +74,6 @@ def test_quick_on_the_real_cluster(tmp_path: Path, ais_cluster: Any) -> None:
     assert by["shuffled batch"]["vs_ais_batch_iter"] > 0
     # one GetBatch request per batch of 64: far fewer requests than samples
     assert by["shuffled batch"]["requests_per_sample"] < 0.2
+    timed = result["getbatch"]
+    assert timed["get_batch of 64, ms"] > 0 and timed["SDK client.batch of 1 objects, ms"] > 0
+    assert timed["16 get_batch of 64 in flight, samples/s"] > 0
