@@ -9,7 +9,7 @@ AIStore cluster, ``tests/servers/aistore.py``; it stops them at the end)::
     python -m benchmarks.bench_random --stores seaweedfs proxy --out random.json
 
 Data (the same bytes on every store): ``16k``, samples of ``.bin`` (12-20 KiB of random bytes)
-+ ``.cls``; ``jpeg``, samples of ``.jpg`` (512x512 JPEGs of ~110 KB) + ``.cls``; ``--shards``
++ ``.cls``; ``jpeg``, samples of ``.jpg`` (512x512 JPEGs of ~103 KB) + ``.cls``; ``--shards``
 shards of ``--shard-mb`` MB each, indexed (``wds.build_index``, a dataset JSON beside them).
 
 Stores: ``seaweedfs`` (``s3://`` on loopback), ``proxy`` (the same SeaweedFS behind the proxy:
@@ -91,7 +91,7 @@ DATA = ("16k", "jpeg")
 
 
 def _jpegs(count: int) -> list[bytes]:
-    """``count`` distinct 512x512 JPEGs (gradient + noise, quality 90) of about 110 KB."""
+    """``count`` distinct 512x512 JPEGs (gradient + noise, quality 90) of about 103 KB."""
     import numpy as np
     from PIL import Image
 
