@@ -370,6 +370,22 @@ def variant_shuffled_batch(job: Job, reg: Any) -> Iterable[list[Any]]:
     return DataLoader(ds, batch_sampler=batches, num_workers=job.workers, collate_fn=as_list)
 
 
+def variant_global(job: Job, reg: Any) -> Iterable[list[Any]]:
+    """``make_loader(order="global")``: the library's global shuffle (a seeded permutation
+    fetched a batch at a time with ``get_batch``), resumable from a cursor."""
+    import wds_cloud as wds
+
+    return wds.make_loader(
+        job.source,
+        order="global",
+        batch_size=BATCH,
+        num_workers=job.workers,
+        seed=SEED,
+        collate=as_list,
+        registry=reg,
+    )
+
+
 def variant_per_sample(job: Job, reg: Any) -> Iterable[list[Any]]:
     from torch.utils.data import DataLoader
 
@@ -392,6 +408,7 @@ def variant_ais_batch_iter(job: Job, reg: Any) -> Iterable[list[Any]]:
 VARIANTS: dict[str, tuple[Callable[[Job, Any], Iterable[list[Any]]], tuple[str, ...] | None]] = {
     "stream": (variant_stream, None),
     "shuffled batch": (variant_shuffled_batch, None),
+    "global": (variant_global, None),
     "per sample": (variant_per_sample, None),
     "AISBatchIterDataset": (variant_ais_batch_iter, ("ais",)),
 }
