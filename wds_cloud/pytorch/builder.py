@@ -28,6 +28,7 @@ import torch
 
 from wds_cloud.core.collate import torch_collate
 from wds_cloud.errors import ConfigError
+from wds_cloud.observe.profile import profile_enabled, profiled_iter
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 from wds_cloud.resume.loop import gather_states, local_state
@@ -152,7 +153,21 @@ class DevicePrefetcher:
         self.loader.load_state_dict(state)  # type: ignore[attr-defined]
         self._ahead = None
 
+    def profile_report(self) -> Any:
+        """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.profile_report`."""
+        return self.loader.profile_report()  # type: ignore[attr-defined]
+
+    def export_trace(self, path: str) -> None:
+        """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.export_trace`."""
+        self.loader.export_trace(path)  # type: ignore[attr-defined]
+
     def __iter__(self) -> Iterator[Any]:
+        batches = self._batches()
+        if getattr(self.loader, "profiling", False):  # the copies are timed with the loader
+            return profiled_iter(batches, None)
+        return batches
+
+    def _batches(self) -> Iterator[Any]:
         if self.device.type != "cuda":
             if self.device.type == "cpu":
                 yield from self.loader
@@ -270,6 +285,7 @@ def make_loader(
     device: str | torch.device | None = None,
     prefetch_to_device: bool = False,
     raw_map: Callable[[Any], Any] | None = None,
+    profile: bool | None = None,
     **webdataset_kw: Any,
 ) -> Any:
     """Build a training loader over WebDataset shards (any backend).
@@ -301,6 +317,9 @@ def make_loader(
             current one trains (``DevicePrefetcher``); needs ``device``.
         raw_map: a function applied to each raw sample (``bytes`` fields, before the shuffle
             buffer and decode) inside the workers.
+        profile: measure where the time goes, in the main process and the workers; read it
+            with ``loader.profile_report()`` / ``loader.export_trace(path)``
+            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off).
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...).
 
@@ -358,6 +377,8 @@ def make_loader(
     )
     if epoch_size is not None:
         batches.with_length(math.ceil(epoch_size / batch_size), silent=True)
+    if profile_enabled(profile):
+        batches.profile()
     if device is not None:
         target = torch.device(device)
         if prefetch_to_device or target.type != "cpu":
