@@ -97,7 +97,7 @@ class DataPipeline(PipelineBase):
     def __iter__(self) -> Iterator[Any]:
         if self.profiling:
             listed = self.__dict__.pop("listing_seconds", None)  # WebDataset's, once
-            return profiled_iter(self._iterate(), self.profile_dump, listed)
+            return profiled_iter(self._iterate(), self.profile_dump, listed, self.batches_out())
         return self._iterate()
 
     def _iterate(self) -> Iterator[Any]:
@@ -122,6 +122,12 @@ class DataPipeline(PipelineBase):
     profiling = False
     #: Where DataLoader workers write their totals (set by ``WebLoader.profile()``).
     profile_dump: str | None = None
+
+    def batches_out(self) -> bool:
+        """Whether this pipeline's items are batches (its last stage is ``batched``): the
+        profiler times each ``next()`` of such a pipeline (``docs/observability.md``)."""
+        last = getattr(self.pipeline[-1], "f", None) if self.pipeline else None
+        return getattr(last, "__name__", "") == "_batched"
 
     def profile(self, on: bool = True) -> Self:
         """Measure per-stage times while this pipeline runs (modifies and returns ``self``);

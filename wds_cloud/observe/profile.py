@@ -19,6 +19,7 @@ DataLoader workers write their totals to a directory the main process reads
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import sys
@@ -49,7 +50,7 @@ PROFILE_SETTINGS = ConfigTable(
     fields=(Field("profile", BOOL, False),),
 )
 
-PERIOD = 0.002  # seconds between two looks of the sampler (the GIL may make it longer)
+PERIOD = 0.005  # seconds between two looks of the sampler: the GIL switch interval, 5 ms
 DUMP_EVERY = 0.5  # seconds between two dumps of a worker's totals
 MAX_EVENTS = 200_000  # trace events kept per process; later ones are counted, not kept
 
@@ -156,7 +157,7 @@ class Recorder:
         self._frames: dict[int, tuple[FrameType, str]] = {}  # id(frame) -> (frame, stage)
         self._codes: dict[CodeType, str] = {}
         self._threads: dict[int, _Thread] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a pass dropped by the GC ends under it too
         self._sampler: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -211,11 +212,12 @@ class Recorder:
             thread.depth += 1
             if thread.depth == 1:
                 thread.last = time.perf_counter_ns()
-        if self._sampler is None:
-            self._sampler = threading.Thread(
-                target=self._run, name="wds_cloud-profile", daemon=True
-            )
-            self._sampler.start()
+            if self._sampler is None:
+                self._stop = threading.Event()
+                self._sampler = threading.Thread(
+                    target=self._run, args=(self._stop,), name="wds_cloud-profile", daemon=True
+                )
+                self._sampler.start()
 
     def leave(self, thread: _Thread) -> None:
         """The pass entered with :meth:`enter` ends: charge its last stretch, forget the
@@ -228,6 +230,9 @@ class Recorder:
                 for frame_id in thread.frames:
                     self._frames.pop(frame_id, None)
                 thread.frames = []
+                if all(t.depth == 0 for t in self._threads.values()):
+                    self._stop.set()  # no pass open: the sampler ends (the next pass starts one)
+                    self._sampler = None
         if self.dump is not None:
             self.write_dump()
 
@@ -287,9 +292,9 @@ class Recorder:
             if self.bytes_read:
                 self.counter("bytes read", self.bytes_read)
 
-    def _run(self) -> None:
+    def _run(self, stop: threading.Event) -> None:
         next_dump = time.monotonic() + DUMP_EVERY
-        while not self._stop.wait(PERIOD):
+        while not stop.wait(PERIOD):
             if os.getpid() != self.pid:
                 return
             self.sample()
@@ -299,11 +304,11 @@ class Recorder:
 
     def stop(self) -> None:
         """Stop the sampler thread (a new pass starts another)."""
-        self._stop.set()
-        if self._sampler is not None and self._sampler is not threading.current_thread():
-            self._sampler.join()
-        self._sampler = None
-        self._stop = threading.Event()
+        with self._lock:
+            sampler, self._sampler = self._sampler, None
+            self._stop.set()
+        if sampler is not None and sampler is not threading.current_thread():
+            sampler.join()
 
     # -- plain data ------------------------------------------------------------------------
 
@@ -490,23 +495,57 @@ def watch_stage(rec: Recorder, source: Any, stage: Any) -> None:
 
 
 def profiled_iter(
-    it: Iterator[Any], dump: str | None, listed: float | None = None
+    it: Iterator[Any], dump: str | None, listed: float | None = None, timed: bool = False
 ) -> Iterator[Any]:
-    """``it`` (a profiled pipeline's iterator) under the recorder: the outermost one of its
-    thread is watched by the sampler and times each ``next()``; a nested one is returned
-    as it is (its stages are watched through :func:`watch_stage`). ``listed``: the seconds
-    the pipeline took to list its shards, recorded once, in the main process."""
+    """``it`` (a profiled pipeline's iterator) under the recorder.
+
+    The outermost one of its thread is watched by the sampler from now until it ends (or is
+    dropped); a nested one is returned as it is (its stages are watched through
+    :func:`watch_stage`). With ``timed`` (a pipeline that ends in batches) each ``next()``
+    is timed exactly and marked in the trace; without, the wait is the sampler's (a
+    per-sample ``next()`` is too fast to time within the overhead budget), and the pass costs
+    one C-level ``itertools.chain`` step per item. ``listed``: the seconds the pipeline took
+    to list its shards, recorded once, in the main process.
+    """
     rec = recorder(dump)
     if listed is not None and rec.worker < 0:
         rec.add("list shards", listed)
     thread = rec.thread(IDLE if rec.worker >= 0 else CONSUMER)
     if thread.depth > 0:
         return it
-    outer = _outermost(rec, thread, it)
-    frame = getattr(outer, "gi_frame", None)
+    frame = getattr(it, "gi_frame", None)
+    if timed:
+        outer = _outermost(rec, thread, it)
+        frame = getattr(outer, "gi_frame", None)
+        if frame is not None:
+            rec.watch(thread, frame, "loader")  # its own time: the timing of next()
+        return outer
+    rec.enter(thread)
     if frame is not None:
-        rec.watch(thread, frame, "loader")  # its own time: the timing of next()
-    return outer
+        rec.watch(thread, frame, "loader")  # the pipeline's own loop (epochs, resume ledger)
+    return itertools.chain(it, _PassEnd(rec, thread))
+
+
+class _PassEnd:
+    """The end of an untimed outermost pass: reached as the (empty) tail of its chain, or
+    when the chain is dropped, whichever comes first."""
+
+    def __init__(self, rec: Recorder, thread: _Thread) -> None:
+        self.rec = rec
+        self.thread = thread
+        self.done = False
+
+    def end(self) -> None:
+        if not self.done:
+            self.done = True
+            self.rec.leave(self.thread)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.end()
+        return iter(())
+
+    def __del__(self) -> None:  # the chain was dropped before its end
+        self.end()
 
 
 def _outermost(rec: Recorder, thread: _Thread, source: Iterator[Any]) -> Generator[Any, None, None]:

@@ -120,8 +120,13 @@ class ProfileReport:
 
     @property
     def consumer_wait(self) -> float:
-        """Seconds the training loop spent blocked in ``next()`` on the loader."""
-        return self.timer(CONSUMER_WAIT).seconds
+        """Seconds the training loop spent blocked in ``next()`` on the loader: exact for a
+        loader of batches, else the sampler's (its time not in the training step)."""
+        timer = self.timer(CONSUMER_WAIT)
+        if timer.count:
+            return timer.seconds
+        main = self.main
+        return main.wall - main.stages.get(CONSUMER, 0.0) if main is not None else 0.0
 
     @property
     def loader_idle(self) -> float:

@@ -164,7 +164,7 @@ class DevicePrefetcher:
     def __iter__(self) -> Iterator[Any]:
         batches = self._batches()
         if getattr(self.loader, "profiling", False):  # the copies are timed with the loader
-            return profiled_iter(batches, None)
+            return profiled_iter(batches, None, timed=True)
         return batches
 
     def _batches(self) -> Iterator[Any]:
