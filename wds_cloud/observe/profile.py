@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import random
 import sys
 import threading
 import time
@@ -29,7 +30,7 @@ from collections.abc import Generator, Iterator, Mapping
 from types import CodeType, FrameType
 from typing import Any
 
-from wds_cloud.settings import BOOL, ConfigTable, Field
+from wds_cloud.settings import BOOL, SECONDS, ConfigTable, Field, above
 
 __all__ = [
     "PROFILE_SETTINGS",
@@ -42,15 +43,20 @@ __all__ = [
     "reset",
 ]
 
-#: ``WDS_CLOUD_PROFILE``: profile every pipeline made while it is set (default off).
+PERIOD = 0.005  # seconds between two looks of the sampler: the GIL switch interval, 5 ms
+
+#: ``WDS_CLOUD_PROFILE``: profile every pipeline made while it is set (default off);
+#: ``WDS_CLOUD_PROFILE_PERIOD``: the sampler's mean period (default 5 ms; shorter is more
+#: precise for short runs and costs more).
 PROFILE_SETTINGS = ConfigTable(
     section="",
     owner="DataPipeline",
     what="profiling",
-    fields=(Field("profile", BOOL, False),),
+    fields=(
+        Field("profile", BOOL, False),
+        Field("profile_period", SECONDS, PERIOD, checks=(above(0),)),
+    ),
 )
-
-PERIOD = 0.005  # seconds between two looks of the sampler: the GIL switch interval, 5 ms
 DUMP_EVERY = 0.5  # seconds between two dumps of a worker's totals
 MAX_EVENTS = 200_000  # trace events kept per process; later ones are counted, not kept
 
@@ -146,6 +152,7 @@ class Recorder:
         self.worker = worker
         self.pid = os.getpid()
         self.dump = dump
+        self.period = float(PROFILE_SETTINGS.values({})["profile_period"])
         self.start_ns = time.perf_counter_ns()
         self.timers: dict[str, list[float]] = {}
         self.stages: dict[tuple[str, str], float] = {}
@@ -294,7 +301,9 @@ class Recorder:
 
     def _run(self, stop: threading.Event) -> None:
         next_dump = time.monotonic() + DUMP_EVERY
-        while not stop.wait(PERIOD):
+        jitter = random.Random(self.pid)
+        # a random period (uniform around PERIOD) cannot lock onto a periodic workload's phase
+        while not stop.wait(self.period * (0.5 + jitter.random())):
             if os.getpid() != self.pid:
                 return
             self.sample()

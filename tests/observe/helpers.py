@@ -1,0 +1,34 @@
+"""Stages with known costs for the profiling tests (module level: they pickle into workers)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+SLOW_A = 0.004
+SLOW_B = 0.002
+
+
+def _sleep(sample: Any, seconds: float, field: str) -> Any:
+    start = time.perf_counter()
+    time.sleep(seconds)
+    sample[field] = time.perf_counter() - start  # the truth the profile is checked against
+    return sample
+
+
+def slow_a(sample: Any) -> Any:
+    """A user stage that sleeps ``SLOW_A`` seconds a sample (``slept_a``: how long)."""
+    return _sleep(sample, SLOW_A, "slept_a")
+
+
+def slow_b(sample: Any) -> Any:
+    """A user stage that sleeps ``SLOW_B`` seconds a sample (``slept_b``: how long)."""
+    return _sleep(sample, SLOW_B, "slept_b")
+
+
+def slow_decoder(key: str, data: bytes) -> Any:
+    """A decode handler that takes 3 ms per ``txt`` field."""
+    if key.endswith("txt"):
+        time.sleep(0.003)
+        return data.decode()
+    return None
