@@ -32,3 +32,11 @@ def slow_decoder(key: str, data: bytes) -> Any:
         time.sleep(0.003)
         return data.decode()
     return None
+
+
+def assert_no_recorder(sample: Any) -> Any:
+    """A user stage that fails where this process has made a profiling recorder."""
+    from wds_cloud.observe.profile import recorders_created
+
+    assert recorders_created() == 0, "a recorder was made with profiling off"
+    return sample

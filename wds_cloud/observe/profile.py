@@ -468,6 +468,9 @@ def recorders_created() -> int:
     return Recorder.created
 
 
+_DEFAULT_DECODERS = frozenset({"GzFilter", "BasicHandlers"})  # every Decoder's pre and post
+
+
 def stage_label(stage: Any) -> str:
     """How a stage is named in reports: ``decode(rgb)``, ``map(crop)``, ``batched``..."""
     f = getattr(stage, "f", None)
@@ -477,6 +480,7 @@ def stage_label(stage: Any) -> str:
             specs = [
                 getattr(h, "imagespec", None) or getattr(h, "__name__", type(h).__name__)
                 for h in getattr(stage.args[0], "handlers", ())
+                if type(h).__name__ not in _DEFAULT_DECODERS
             ]
             return f"decode({', '.join(str(x) for x in specs)})"
         inner = [a for a in stage.args if callable(a)]

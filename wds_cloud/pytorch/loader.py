@@ -80,6 +80,15 @@ class WebLoader(pipeline.DataPipeline, fluid.FluidInterface):
         loader: DataLoader[Any] = self.pipeline[0]
         return loader
 
+    def batches_out(self) -> bool:
+        """Whether this loader's items are batches: its dataset's are, or it re-batches."""
+        if len(self.pipeline) > 1:
+            return super().batches_out()
+        dataset = self.loader.dataset
+        return self.loader.batch_size is not None or (
+            isinstance(dataset, pipeline.DataPipeline) and dataset.batches_out()
+        )
+
     def profile(self, on: bool = True) -> Self:
         """Measure where the time goes, here and in the workers (``docs/observability.md``):
         the dataset is profiled too, and its workers write their totals where
