@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SLOW_A = 0.004
 SLOW_B = 0.002
@@ -40,3 +46,18 @@ def assert_no_recorder(sample: Any) -> Any:
 
     assert recorders_created() == 0, "a recorder was made with profiling off"
     return sample
+
+
+def run_python(*args: str, path: str = "", **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` from the repository root, with it (after ``path``) on ``PYTHONPATH``
+    and ``env`` added to the environment."""
+    pythonpath = os.pathsep.join(p for p in (path, str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": pythonpath, **env},
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )

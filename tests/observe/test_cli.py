@@ -3,32 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.observe.helpers import run_python
 from tests.observe.test_trace import check_trace
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    environ = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "wds_cloud.cli", "bench", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+def _bench(*args: str, path: str = "") -> subprocess.CompletedProcess[str]:
+    return run_python("-m", "wds_cloud.cli", "bench", *args, path=path)
 
 
 def test_bench_profile_prints_the_table_and_verdict_and_writes_a_trace(
@@ -110,29 +95,17 @@ def test_bench_plot_without_matplotlib_names_the_extra(shard_dir: Path, tmp_path
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "matplotlib.py").write_text("raise ImportError('hidden for this test')\n")
-    environ_path = os.pathsep.join([str(hide), str(ROOT)])
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wds_cloud.cli",
-            "bench",
-            str(shard_dir / "shard-{00..03}.tar"),
-            "--workers",
-            "0",
-            "--batch-size",
-            "4",
-            "--window",
-            "4",
-            "--plot",
-            str(tmp_path / "p.png"),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": environ_path},
-        cwd=ROOT,
-        timeout=300,
-        check=False,
+    done = _bench(
+        str(shard_dir / "shard-{00..03}.tar"),
+        "--workers",
+        "0",
+        "--batch-size",
+        "4",
+        "--window",
+        "4",
+        "--plot",
+        str(tmp_path / "p.png"),
+        path=str(hide),
     )
     assert done.returncode != 0
     assert "pip install 'wds_cloud[plot]'" in done.stderr

@@ -4,19 +4,15 @@ at any time."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import wds_cloud as wds
+from tests.observe.helpers import run_python
 from wds_cloud.errors import ConfigError
 from wds_cloud.observe.profile import profile_enabled, recorders_created
 from wds_cloud.pytorch.builder import DevicePrefetcher, make_loader
-
-ROOT = Path(__file__).resolve().parents[2]
 
 OFF = """
 import json, sys, threading
@@ -50,16 +46,7 @@ print(json.dumps({"samples": n, "profiling": loader.profiling,
 
 
 def _run(code: str, urls: list[str], **env: str) -> dict[str, object]:
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    done = subprocess.run(
-        [sys.executable, "-c", code, *urls],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+    done = run_python("-c", code, *urls, **env)
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -322,7 +322,9 @@ class Recorder:
     # -- plain data ------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """Totals as plain data (picklable, JSON-able but for tuple keys)."""
+        """Totals as plain data (picklable, JSON-able but for tuple keys), after a fresh look
+        at every watched thread (so they are up to date)."""
+        self.sample()
         now = time.perf_counter_ns()
         with self._lock:
             return {
