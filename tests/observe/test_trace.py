@@ -88,4 +88,10 @@ def test_trace_of_a_profiled_loader(http_server: HttpFileServer, tmp_path: Path)
     assert stages <= by_cat["stage"], stages - by_cat["stage"]
     assert {"map(slow_a)", "consumer"} <= stages
     counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
-    assert counters and {e["name"] for e in counters} == {"bytes read"}
+    assert counters and {e["name"] for e in counters} == {"bytes read", "shards open"}
+    open_now: dict[int, float] = {}
+    for e in counters:
+        if e["name"] == "shards open":
+            assert e["args"]["shards open"] >= 0
+            open_now[e["pid"]] = e["args"]["shards open"]
+    assert set(open_now.values()) == {0}  # every shard opened was closed

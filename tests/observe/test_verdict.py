@@ -48,9 +48,9 @@ def test_slow_network_is_network_bound(http_server: HttpFileServer) -> None:
 
 
 def test_slow_training_step_is_consumer_bound(local_urls: list[str]) -> None:
-    loader = make_loader(local_urls, batch_size=8, num_workers=1, shuffle_buffer=0, profile=True)
+    loader = make_loader(local_urls, batch_size=8, num_workers=2, shuffle_buffer=0, profile=True)
     for _ in loader:
-        time.sleep(0.02)  # the training step
+        time.sleep(0.05)  # the training step: long, so the workers keep ahead on a busy machine
     report = loader.profile_report()
     verdict = report.verdict()
     assert verdict.startswith("consumer-bound: the training step is the bottleneck"), verdict
@@ -58,14 +58,16 @@ def test_slow_training_step_is_consumer_bound(local_urls: list[str]) -> None:
     assert f"(loader idle {report.loader_idle:.0%})" in verdict
 
 
-def _report(main: dict[str, float], workers: dict[str, float], wait: float) -> ProfileReport:
+def _report(
+    main: dict[str, float], workers: dict[str, float], wait: float, nworkers: int = 2
+) -> ProfileReport:
     def proc(role: str, worker: int, stages: dict[str, float], timers: dict[str, Timer]) -> Any:
         return ProcessTimes(role, 100 + worker, 0, worker, sum(stages.values()), stages, timers, 10)
 
     timers = {"consumer wait": Timer(wait, 10), "read wait (s3)": Timer(2.0, 10, 76_000_000)}
     procs = [proc("main", -1, main, timers)]
     if workers:
-        procs += [proc("worker 0", 0, workers, {}), proc("worker 1", 1, workers, {})]
+        procs += [proc(f"worker {i}", i, workers, {}) for i in range(nworkers)]
     return ProfileReport(tuple(procs))
 
 
@@ -86,3 +88,15 @@ def test_verdict_rules_on_plain_reports() -> None:
         "main-process-bound: 60% of main-process time in batched"
     )
     assert ProfileReport(()).verdict().startswith("no measurements yet")
+
+
+def test_the_readme_verdict_examples_are_what_the_verdict_says() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("The verdict names the bottleneck from the measurements")[1]
+    examples = block.split("```")[1].strip().splitlines()
+    reports = [
+        _report({"consumer": 1.0, "transfer": 9.0}, {"decode(rgb)": 7.1, "idle": 2.9}, 9.0, 4),
+        _report({"consumer": 1.0, "transfer": 9.0}, {"read wait": 6.4, "tar parse": 3.6}, 9.0),
+        _report({"consumer": 8.0, "transfer": 2.0}, {"idle": 9.0, "map(f)": 1.0}, 2.0),
+    ]
+    assert examples == [r.verdict() for r in reports]

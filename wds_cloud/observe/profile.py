@@ -159,7 +159,8 @@ class Recorder:
         self.events: list[tuple[Any, ...]] = []
         self.dropped = 0
         self.items = 0
-        self.bytes_read = 0
+        self.bytes_read = 0  # by the shard streams (the "bytes read" counter)
+        self.shards_open = 0  # shards opened and not closed yet (the "shards open" counter)
         self._dumped = 0  # events already written to the dump file
         self._frames: dict[int, tuple[FrameType, str]] = {}  # id(frame) -> (frame, stage)
         self._codes: dict[CodeType, str] = {}
@@ -171,14 +172,16 @@ class Recorder:
     # -- explicit timers and events ---------------------------------------------------------
 
     def add(self, name: str, seconds: float, count: int = 1, nbytes: int = 0) -> None:
-        """Add ``seconds`` (and ``count`` events of ``nbytes``) to timer ``name``."""
-        slot = self.timers.get(name)
-        if slot is None:
-            self.timers[name] = [seconds, count, nbytes]
-        else:
-            slot[0] += seconds
-            slot[1] += count
-            slot[2] += nbytes
+        """Add ``seconds`` (and ``count`` events of ``nbytes``) to timer ``name`` (from any
+        thread: shards may be opened ahead on another one)."""
+        with self._lock:
+            slot = self.timers.get(name)
+            if slot is None:
+                self.timers[name] = [seconds, count, nbytes]
+            else:
+                slot[0] += seconds
+                slot[1] += count
+                slot[2] += nbytes
 
     def span(
         self, name: str, cat: str, start_ns: int, end_ns: int, args: Mapping[str, Any] | None = None
@@ -395,6 +398,7 @@ class _State:
     def __init__(self) -> None:
         self.recorder: Recorder | None = None
         self.dirs: list[str] = []
+        self.cleanup = False  # whether the directories are removed at exit
 
 
 _STATE = _State()
@@ -438,13 +442,25 @@ def _identity() -> tuple[int, int]:
 
 
 def dump_dir() -> str:
-    """A new directory for the workers of one profiled loader, removed at exit by the
-    main process (:func:`reset`)."""
+    """A new directory for the workers of one profiled loader, removed by :func:`reset` or
+    when the process that made it exits."""
+    import atexit
     import tempfile
 
     path = tempfile.mkdtemp(prefix="wds_cloud-profile-")
+    if not _STATE.dirs and not _STATE.cleanup:
+        _STATE.cleanup = True
+        atexit.register(_remove_dirs)
     _STATE.dirs.append(path)
     return path
+
+
+def _remove_dirs() -> None:
+    import shutil
+
+    if current() is not None or _STATE.recorder is None:  # the process that made them
+        for path in _STATE.dirs:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def dump_dirs() -> list[str]:

@@ -27,6 +27,8 @@ def open_timed(
     start = time.perf_counter_ns()
     stream, local_path = opened()
     rec.add("open", (time.perf_counter_ns() - start) / 1e9)
+    rec.shards_open += 1
+    rec.counter("shards open", rec.shards_open)
     return TimedStream(stream, rec, scheme, url, start), local_path
 
 
@@ -108,6 +110,8 @@ class TimedStream(io.RawIOBase):
             args = {"url": redact_url(self.url), "bytes": self.nbytes}
             self.rec.span("shard", "shard", self.start_ns, time.perf_counter_ns(), args)
             self.start_ns = 0
+            self.rec.shards_open -= 1
+            self.rec.counter("shards open", self.rec.shards_open)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)

@@ -11,7 +11,8 @@ in microseconds from the first recorder's start. Tracks, per process (``pid``, n
   ``tar parse``, ``consumer``...), back to back;
 * ``shards``, ``shards 2``...: an ``X`` span per shard from open to close (URL redacted,
   bytes read), on as many tracks as shards were open at once, so spans never overlap;
-* ``C`` counters: ``bytes read`` per process.
+* ``C`` counters per process: ``bytes read`` (so far, by the shard streams) and ``shards
+  open`` (opened and not closed yet: the shards in flight, the next one opened ahead counted).
 
 Spans of one track never overlap partially (they are sequential), so they nest trivially.
 """
