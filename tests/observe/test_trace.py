@@ -80,7 +80,7 @@ def test_trace_of_a_profiled_loader(http_server: HttpFileServer, tmp_path: Path)
     by_cat = defaultdict(set)
     for e in spans:
         by_cat[e["cat"]].add(e["name"])
-    assert by_cat["item"] == {"item"}  # a span per batch, in the main process and the workers
+    assert by_cat["batch"] == {"batch"}  # a span per batch, in the main process and the workers
     shard_urls = {e["args"]["url"] for e in spans if e["cat"] == "shard"}
     assert shard_urls == set(urls)
     report = loader.profile_report()

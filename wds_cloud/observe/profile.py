@@ -588,9 +588,9 @@ def _outermost(rec: Recorder, thread: _Thread, source: Iterator[Any]) -> Generat
 
 
 def timed_items(it: Iterator[Any], rec: Recorder, name: str) -> Iterator[Any]:
-    """Yield ``it``'s items, timing each ``next()`` into timer ``name`` (the consumer's wait)
-    and marking a trace span per item (a batch, when the pipeline batches). Inlined: this
-    runs per item of the outermost pipeline, per sample when it does not batch."""
+    """Yield ``it``'s items (batches), timing each ``next()`` into timer ``name`` (the
+    consumer's wait) and marking a ``batch`` trace span for each. Inlined: it runs per batch
+    of an outermost pipeline that batches (:func:`profiled_iter` with ``timed``)."""
     clock = time.perf_counter_ns
     slot = rec.timers.setdefault(name, [0.0, 0, 0])
     events = rec.events
@@ -606,5 +606,5 @@ def timed_items(it: Iterator[Any], rec: Recorder, name: str) -> Iterator[Any]:
         slot[1] += 1
         rec.items += 1
         if len(events) < MAX_EVENTS:
-            events.append(("X", "item", "item", ident, start, end - start, None))
+            events.append(("X", "batch", "batch", ident, start, end - start, None))
         yield item

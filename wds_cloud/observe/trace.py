@@ -5,8 +5,8 @@ The format is the "JSON Array/Object" trace-event format that ``ui.perfetto.dev`
 in microseconds from the first recorder's start. Tracks, per process (``pid``, named by a
 ``process_name`` metadata event: ``main (rank 0)``, ``worker 1 (rank 0)``):
 
-* each watched thread (``thread_name``): an ``X`` span per item its pipeline delivered
-  (a batch in a worker, what the training loop got in the main process);
+* each watched thread (``thread_name``): a ``batch`` span per batch its pipeline delivered
+  (made in a worker; handed to the training loop in the main process), when it batches;
 * ``<thread> stages``: ``X`` spans of the stage the sampler saw it run (``decode(rgb)``,
   ``tar parse``, ``consumer``...), back to back;
 * ``shards``, ``shards 2``...: an ``X`` span per shard from open to close (URL redacted,
