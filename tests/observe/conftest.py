@@ -28,8 +28,8 @@ def shard_members(
     return out
 
 
-#: The sampler's period in these tests (1 ms: about five times the looks of the default
-#: 5 ms, so the per-stage tolerances hold over runs of about a second)
+#: The sampler's period in these tests (1 ms: twenty times the looks of the default
+#: 20 ms, so the per-stage tolerances hold over runs of about a second)
 TEST_PERIOD = "0.001"
 
 
