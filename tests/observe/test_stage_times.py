@@ -99,3 +99,19 @@ def test_network_wait_is_measured_behind_a_latency_proxy(http_server: HttpFileSe
     assert main is not None
     sampled = main.stages.get("read wait", 0.0) + main.stages.get("open", 0.0)
     assert sampled == pytest.approx(waited, rel=0.25)
+
+
+def test_a_pass_shorter_than_the_period_is_unsampled(
+    local_urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No time goes missing: a pass that ends before the first look is ``unsampled``, and
+    the verdict does not guess from it."""
+    monkeypatch.setenv("WDS_CLOUD_PROFILE_PERIOD", "100")
+    ds = wds.WebDataset(local_urls[:1], shardshuffle=False).profile()
+    start = time.perf_counter()
+    assert sum(1 for _ in ds) == 40
+    wall = time.perf_counter() - start
+    report = ds.profile_report()
+    assert report.main is not None and set(report.main.stages) == {"unsampled"}
+    assert 0 < report.main.wall <= wall
+    assert report.verdict() == "no loader work measured yet: iterate longer"

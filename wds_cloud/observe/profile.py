@@ -99,6 +99,7 @@ _PRIORITY = {
 CONSUMER = "consumer"  # the main thread outside next(): the training step
 IDLE = "idle"  # a worker outside its pipeline: waiting for the main process to take a batch
 CONSUMER_WAIT = "consumer wait"  # the timer of the main thread's time blocked in next()
+UNSAMPLED = "unsampled"  # a pass that ended before the sampler's first look at it
 
 
 def profile_enabled(value: bool | None = None, environ: Mapping[str, str] | None = None) -> bool:
@@ -276,7 +277,10 @@ class Recorder:
         """Charge ``[thread.last, now]`` to what ``frame`` runs (None: the pass ended, to
         the stage of the last look) and close the trace span of a stage left."""
         prev = thread.span
-        label = self._label(frame, thread) if frame is not None else (prev[0] if prev else "")
+        if frame is not None:
+            label = self._label(frame, thread)
+        else:  # a pass shorter than one period may end before any look: say so
+            label = prev[0] if prev else UNSAMPLED
         if label:
             key = (thread.name, label)
             self.stages[key] = self.stages.get(key, 0.0) + (now - thread.last) / 1e9

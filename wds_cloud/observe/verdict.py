@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from wds_cloud.observe.profile import CONSUMER, IDLE
+from wds_cloud.observe.profile import CONSUMER, IDLE, UNSAMPLED
 
 # a ProfileReport (typed loosely: report.py imports this module, for ProfileReport.verdict())
 ProfileReport = Any
@@ -62,7 +62,7 @@ def verdict(report: ProfileReport) -> str:
     if not workers or (total > 0 and stages.get(IDLE, 0.0) / total > WORKERS_IDLE):
         stages, where = report.stages(False), "main-process time"
         total = sum(p.wall for p in report.processes if p.worker < 0)
-    work = {k: v for k, v in stages.items() if k not in (CONSUMER, IDLE, "loader")}
+    work = {k: v for k, v in stages.items() if k not in (CONSUMER, IDLE, UNSAMPLED, "loader")}
     if not work or total <= 0:
         return "no loader work measured yet: iterate longer"
     stage, seconds = max(work.items(), key=lambda kv: kv[1])
