@@ -176,7 +176,7 @@ class ProfileReport:
             speed = f"{t.mb_per_s:>8.1f}" if t.nbytes else f"{'':>8}"
             lines.append(f"{name:<45} {t.seconds:>9.3f} {t.count:>7} {speed}")
         lines.append(f"verdict: {self.verdict()}")
-        return "\n".join(lines)
+        return "\n".join(line.rstrip() for line in lines)
 
 
 def _process(snap: dict[str, Any]) -> ProcessTimes:

@@ -80,7 +80,7 @@ def verdict(report: ProfileReport) -> str:
     if stage == "transfer":
         return (
             f"transfer-bound: {share:.0%} of {where} moving batches between processes; "
-            "try larger inner batches (inner_batch=) or shm_batches=True"
+            "try larger inner batches (inner_batch=), so fewer cross"
         )
     if stage == "device copy":
         return (
