@@ -18,7 +18,8 @@ from typing import Any, Self
 
 from wds_cloud.core.pipeline_base import PipelineBase, invoke_stage
 from wds_cloud.errors import ConfigError
-from wds_cloud.observe.profile import profile_enabled, profiled_iter
+from wds_cloud.observe.passes import profiled_iter
+from wds_cloud.observe.profile import profile_enabled
 
 
 class DataPipeline(PipelineBase):

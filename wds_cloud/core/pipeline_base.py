@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from wds_cloud.errors import ConfigError
-from wds_cloud.observe.profile import current as current_recorder, watch_stage
+from wds_cloud.observe.passes import watch_stage
+from wds_cloud.observe.profile import current as current_recorder
 
 
 def invoke_stage(f: Any, *src: Any) -> Iterator[Any]:

@@ -5,7 +5,7 @@ Off by default. Switched on by ``WebDataset(...).profile()``, ``WebLoader(...).p
 ``loader.profile_report()`` and ``loader.export_trace(path)`` (``docs/observability.md``).
 
 Modules: :mod:`.profile` (the per-process :class:`~.profile.Recorder` and its sampler),
-:mod:`.stream` (the timed shard stream), :mod:`.report` (:class:`~.report.ProfileReport`, the
+:mod:`.passes` (how a pipeline's pass is put under it), :mod:`.stream` (the timed shard stream), :mod:`.report` (:class:`~.report.ProfileReport`, the
 plain dataclass a table, a verdict and an autotuner read), :mod:`.trace` (Chrome/Perfetto
 trace-event JSON), :mod:`.verdict`, :mod:`.plot` (matplotlib, the ``[plot]`` extra). This
 package imports only the foundation, so every layer above may record into it.

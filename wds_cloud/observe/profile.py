@@ -15,18 +15,18 @@ Two kinds of measurement, chosen for their cost on tiny samples (about 5 µs a s
 Off, nothing here exists: no recorder, no thread, no wrapper (:func:`recorders_created`).
 DataLoader workers write their totals to a directory the main process reads
 (:func:`dump_dir`), every ``DUMP_EVERY`` seconds from the sampler thread and when a pass ends.
+How a pipeline's pass is put under the recorder is in :mod:`.passes`.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import pickle
 import random
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Mapping
 from types import CodeType, FrameType
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "Recorder",
     "current",
     "dump_dir",
+    "dump_dirs",
     "profile_enabled",
     "recorder",
     "recorders_created",
@@ -119,7 +120,7 @@ def _rule(code: CodeType) -> str:
     return ""
 
 
-class _Thread:
+class ThreadRecord:
     """What the sampler keeps for one watched thread."""
 
     __slots__ = ("depth", "frames", "ident", "last", "name", "outside", "span", "tid")
@@ -168,7 +169,7 @@ class Recorder:
         self._dumped = 0  # events already written to the dump file
         self._frames: dict[int, tuple[FrameType, str]] = {}  # id(frame) -> (frame, stage)
         self._codes: dict[CodeType, str] = {}
-        self._threads: dict[int, _Thread] = {}
+        self._threads: dict[int, ThreadRecord] = {}
         self._lock = threading.RLock()  # a pass dropped by the GC ends under it too
         self._sampler: threading.Thread | None = None
         self._stop = threading.Event()
@@ -205,7 +206,7 @@ class Recorder:
 
     # -- the sampler -----------------------------------------------------------------------
 
-    def thread(self, outside: str) -> _Thread:
+    def thread(self, outside: str) -> ThreadRecord:
         """The calling thread's record (made on first use)."""
         ident = threading.get_ident()
         thread = self._threads.get(ident)
@@ -213,14 +214,14 @@ class Recorder:
             with self._lock:
                 name = threading.current_thread().name
                 label = self.role if name == "MainThread" else f"{self.role} / {name}"
-                thread = self._threads[ident] = _Thread(ident, label, ident, outside)
+                thread = self._threads[ident] = ThreadRecord(ident, label, ident, outside)
         return thread
 
-    def watched(self) -> _Thread | None:
+    def watched(self) -> ThreadRecord | None:
         """The calling thread's record, or None when it never ran a profiled pass."""
         return self._threads.get(threading.get_ident())
 
-    def enter(self, thread: _Thread) -> None:
+    def enter(self, thread: ThreadRecord) -> None:
         """The outermost profiled pass of ``thread`` starts: the sampler watches it."""
         with self._lock:
             thread.depth += 1
@@ -233,7 +234,7 @@ class Recorder:
                 )
                 self._sampler.start()
 
-    def leave(self, thread: _Thread) -> None:
+    def leave(self, thread: ThreadRecord) -> None:
         """The pass entered with :meth:`enter` ends: charge its last stretch, forget the
         stage frames registered in it, write the dump of a worker."""
         with self._lock:
@@ -250,13 +251,13 @@ class Recorder:
         if self.dump is not None:
             self.write_dump()
 
-    def watch(self, thread: _Thread, frame: FrameType, stage: str) -> None:
+    def watch(self, thread: ThreadRecord, frame: FrameType, stage: str) -> None:
         """Charge the time spent in ``frame`` (a stage's generator frame) to ``stage``."""
         with self._lock:
             self._frames[id(frame)] = (frame, stage)
             thread.frames.append(id(frame))
 
-    def _label(self, frame: FrameType | None, thread: _Thread) -> str:
+    def _label(self, frame: FrameType | None, thread: ThreadRecord) -> str:
         best = ""
         while frame is not None:
             found = self._frames.get(id(frame))
@@ -273,7 +274,7 @@ class Recorder:
             frame = frame.f_back
         return best or thread.outside
 
-    def _charge(self, thread: _Thread, now: int, frame: FrameType | None) -> None:
+    def _charge(self, thread: ThreadRecord, now: int, frame: FrameType | None) -> None:
         """Charge ``[thread.last, now]`` to what ``frame`` runs (None: the pass ended, to
         the stage of the last look) and close the trace span of a stage left."""
         prev = thread.span
@@ -353,7 +354,7 @@ class Recorder:
 
     def write_dump(self) -> None:
         """Write the totals (replacing the last ones) and the new events (appended) to the
-        dump directory, for the main process to read (:func:`read_dumps`)."""
+        dump directory, for the main process to read (:func:`~wds_cloud.observe.report.read_dumps`)."""
         if self.dump is None:
             return
         snap = self.snapshot()
@@ -370,33 +371,6 @@ class Recorder:
             os.replace(base + ".tmp", base + ".totals")
         except OSError:
             pass  # the main process is gone (and its directory with it)
-
-
-def read_dumps(directory: str) -> list[tuple[dict[str, Any], list[tuple[Any, ...]]]]:
-    """The totals and events each worker process wrote to ``directory``."""
-    out: list[tuple[dict[str, Any], list[tuple[Any, ...]]]] = []
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return out
-    for name in names:
-        if not name.endswith(".totals"):
-            continue
-        base = os.path.join(directory, name[: -len(".totals")])
-        try:
-            with open(base + ".totals", "rb") as f:
-                snap = pickle.load(f)
-        except (OSError, EOFError, pickle.UnpicklingError):
-            continue
-        events: list[tuple[Any, ...]] = []
-        try:
-            with open(base + ".events", "rb") as f:
-                while True:
-                    events.extend(pickle.load(f))
-        except (OSError, EOFError, pickle.UnpicklingError):
-            pass
-        out.append((snap, events))
-    return out
 
 
 class _State:
@@ -491,127 +465,3 @@ def reset() -> None:
 def recorders_created() -> int:
     """How many recorders this process has made (0: profiling never switched on here)."""
     return Recorder.created
-
-
-_DEFAULT_DECODERS = frozenset({"GzFilter", "BasicHandlers"})  # every Decoder's pre and post
-
-
-def stage_label(stage: Any) -> str:
-    """How a stage is named in reports: ``decode(rgb)``, ``map(crop)``, ``batched``..."""
-    f = getattr(stage, "f", None)
-    if f is not None and isinstance(getattr(stage, "args", None), tuple):
-        name = getattr(f, "__name__", type(f).__name__).lstrip("_")
-        if name == "decode" and stage.args:
-            specs = [
-                getattr(h, "imagespec", None) or getattr(h, "__name__", type(h).__name__)
-                for h in getattr(stage.args[0], "handlers", ())
-                if type(h).__name__ not in _DEFAULT_DECODERS
-            ]
-            return f"decode({', '.join(str(x) for x in specs)})"
-        inner = [a for a in stage.args if callable(a)]
-        if name in ("map", "select", "map_dict", "map_tuple") and inner:
-            return f"{name}({_name(inner[0])})"
-        return name
-    if hasattr(stage, "func"):  # functools.partial
-        return _name(stage.func)
-    return _name(stage)
-
-
-def _name(f: Any) -> str:
-    name = getattr(f, "__name__", None)
-    return str(name).lstrip("_") if name else type(f).__name__
-
-
-def watch_stage(rec: Recorder, source: Any, stage: Any) -> None:
-    """``source`` (what running ``stage`` returned) is a generator: charge the time in its
-    frame to the stage, while the calling thread is in a profiled pass (the pipelines' one
-    way of running a stage calls this once per stage and pass)."""
-    frame = getattr(source, "gi_frame", None)
-    thread = rec.watched()
-    if frame is not None and thread is not None and thread.depth > 0:
-        rec.watch(thread, frame, stage_label(stage))
-
-
-def profiled_iter(
-    it: Iterator[Any], dump: str | None, listed: float | None = None, timed: bool = False
-) -> Iterator[Any]:
-    """``it`` (a profiled pipeline's iterator) under the recorder.
-
-    The outermost one of its thread is watched by the sampler from now until it ends (or is
-    dropped); a nested one is returned as it is (its stages are watched through
-    :func:`watch_stage`). With ``timed`` (a pipeline that ends in batches) each ``next()``
-    is timed exactly and marked in the trace; without, the wait is the sampler's (a
-    per-sample ``next()`` is too fast to time within the overhead budget), and the pass costs
-    one C-level ``itertools.chain`` step per item. ``listed``: the seconds the pipeline took
-    to list its shards, recorded once, in the main process.
-    """
-    rec = recorder(dump)
-    if listed is not None and rec.worker < 0:
-        rec.add("list shards", listed)
-    thread = rec.thread(IDLE if rec.worker >= 0 else CONSUMER)
-    if thread.depth > 0:
-        return it
-    frame = getattr(it, "gi_frame", None)
-    if timed:
-        outer = _outermost(rec, thread, it)
-        frame = getattr(outer, "gi_frame", None)
-        if frame is not None:
-            rec.watch(thread, frame, "loader")  # its own time: the timing of next()
-        return outer
-    rec.enter(thread)
-    if frame is not None:
-        rec.watch(thread, frame, "loader")  # the pipeline's own loop (epochs, resume ledger)
-    return itertools.chain(it, _PassEnd(rec, thread))
-
-
-class _PassEnd:
-    """The end of an untimed outermost pass: reached as the (empty) tail of its chain, or
-    when the chain is dropped, whichever comes first."""
-
-    def __init__(self, rec: Recorder, thread: _Thread) -> None:
-        self.rec = rec
-        self.thread = thread
-        self.done = False
-
-    def end(self) -> None:
-        if not self.done:
-            self.done = True
-            self.rec.leave(self.thread)
-
-    def __iter__(self) -> Iterator[Any]:
-        self.end()
-        return iter(())
-
-    def __del__(self) -> None:  # the chain was dropped before its end
-        self.end()
-
-
-def _outermost(rec: Recorder, thread: _Thread, source: Iterator[Any]) -> Generator[Any, None, None]:
-    rec.enter(thread)
-    try:
-        yield from timed_items(source, rec, CONSUMER_WAIT if rec.worker < 0 else "worker batch")
-    finally:
-        rec.leave(thread)
-
-
-def timed_items(it: Iterator[Any], rec: Recorder, name: str) -> Iterator[Any]:
-    """Yield ``it``'s items (batches), timing each ``next()`` into timer ``name`` (the
-    consumer's wait) and marking a ``batch`` trace span for each. Inlined: it runs per batch
-    of an outermost pipeline that batches (:func:`profiled_iter` with ``timed``)."""
-    clock = time.perf_counter_ns
-    slot = rec.timers.setdefault(name, [0.0, 0, 0])
-    events = rec.events
-    ident = threading.get_ident()
-    while True:
-        start = clock()
-        try:
-            item = next(it)
-        except StopIteration:
-            return
-        end = clock()
-        slot[0] += (end - start) / 1e9
-        slot[1] += 1
-        rec.items += 1
-        if len(events) < MAX_EVENTS:
-            events.append(("X", "batch", "batch", ident, start, end - start, None))
-        yield item

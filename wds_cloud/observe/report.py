@@ -9,12 +9,14 @@ wall time (``docs/observability.md`` gives the tolerance). Timers are exact: ``o
 
 from __future__ import annotations
 
+import os
+import pickle
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wds_cloud.observe.profile import CONSUMER, CONSUMER_WAIT, IDLE, current, dump_dirs, read_dumps
+from wds_cloud.observe.profile import CONSUMER, CONSUMER_WAIT, IDLE, current, dump_dirs
 
-__all__ = ["ProcessTimes", "ProfileReport", "Timer", "collect"]
+__all__ = ["ProcessTimes", "ProfileReport", "Timer", "collect", "read_dumps"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,33 @@ class ProfileReport:
             lines.append(f"{name:<45} {t.seconds:>9.3f} {t.count:>7} {speed}")
         lines.append(f"verdict: {self.verdict()}")
         return "\n".join(line.rstrip() for line in lines)
+
+
+def read_dumps(directory: str) -> list[tuple[dict[str, Any], list[tuple[Any, ...]]]]:
+    """The totals and events each worker process wrote to ``directory``."""
+    out: list[tuple[dict[str, Any], list[tuple[Any, ...]]]] = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return out
+    for name in names:
+        if not name.endswith(".totals"):
+            continue
+        base = os.path.join(directory, name[: -len(".totals")])
+        try:
+            with open(base + ".totals", "rb") as f:
+                snap = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            continue
+        events: list[tuple[Any, ...]] = []
+        try:
+            with open(base + ".events", "rb") as f:
+                while True:
+                    events.extend(pickle.load(f))
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass
+        out.append((snap, events))
+    return out
 
 
 def _process(snap: dict[str, Any]) -> ProcessTimes:

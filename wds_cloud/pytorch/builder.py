@@ -28,7 +28,8 @@ import torch
 
 from wds_cloud.core.collate import torch_collate
 from wds_cloud.errors import ConfigError
-from wds_cloud.observe.profile import profile_enabled, profiled_iter
+from wds_cloud.observe.passes import profiled_iter
+from wds_cloud.observe.profile import profile_enabled
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 from wds_cloud.resume.loop import gather_states, local_state
