@@ -3,7 +3,7 @@ restored after every test.
 
 Each server starts at most once per test session, and only when a test asks for it:
 ``seaweed`` (SeaweedFS S3, auth on with the identity in :mod:`tests.support.seaweed`),
-``fake_gcs`` (fake-gcs-server) and ``ais_server`` (the AIStore emulator). ``ais_emulator`` is
+``fake_gcs`` (fake-gcs-server), ``azurite`` (Azurite's Blob service) and ``ais_server`` (the AIStore emulator). ``ais_emulator`` is
 the emulator reset for each test (empty store, no ETLs, jobs, faults, token or request log).
 Packages use these fixtures as they are; redefining or re-importing one in a package conftest
 would start a second server. The server modules are imported inside the fixtures, so this file
@@ -30,6 +30,7 @@ pytest_plugins = ["tests.servers.conftest_plugin", "pytester"]
 
 if TYPE_CHECKING:
     from tests.emulators.ais.server import AisEmulator
+    from tests.support.azurite import AzuriteServer
     from tests.support.fake_gcs import FakeGcsServer
     from tests.support.seaweed import SeaweedServer
 
@@ -91,6 +92,19 @@ def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcsServer
     from tests.support.fake_gcs import FakeGcsServer
 
     server = FakeGcsServer(tmp_path_factory.mktemp("fake-gcs") / "server.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzuriteServer]:
+    """The session's Azurite Blob server on 127.0.0.1, with an account and key of its own
+    (installed by ``python -m tests.support.azurite install`` when missing)."""
+    from tests.support.azurite import AzuriteServer
+
+    server = AzuriteServer(tmp_path_factory.mktemp("azurite")).start()
     try:
         yield server
     finally:

@@ -122,14 +122,14 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     assert upward_imports(graph) == [("wds_cloud.core.x", "wds_cloud.cli.y")]
 
 
-@pytest.mark.parametrize("backend", ["ais", "gcs", "http", "s3"])
+@pytest.mark.parametrize("backend", ["ais", "azure", "gcs", "http", "s3"])
 def test_every_backend_has_the_same_rooms(backend: str) -> None:
     files = module_files()
     for room in ("opener", "config", "errors", "read", "prefetch"):
         assert f"wds_cloud.openers.{backend}.{room}" in files, (backend, room)
 
 
-@pytest.mark.parametrize("backend", ["ais", "gcs", "http", "s3"])
+@pytest.mark.parametrize("backend", ["ais", "azure", "gcs", "http", "s3"])
 def test_a_backend_package_imports_no_sdk_until_its_opener_is_used(backend: str) -> None:
     """Importing ``openers.<backend>.config`` leaves the opener (and the SDK) unimported; the
     package's public names still resolve, from the opener."""

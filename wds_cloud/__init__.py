@@ -180,12 +180,20 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     from wds_cloud.index.format import (
         ShardIndex as ShardIndex,
     )
+    from wds_cloud.index.globalorder import (
+        GlobalBatchSampler as GlobalBatchSampler,
+        GlobalOrder as GlobalOrder,
+    )
     from wds_cloud.listing import (
         list_shards as list_shards,
     )
     from wds_cloud.openers.ais.opener import (
         AisConfig as AisConfig,
         AisOpener as AisOpener,
+    )
+    from wds_cloud.openers.azure.opener import (
+        AzureConfig as AzureConfig,
+        AzureOpener as AzureOpener,
     )
     from wds_cloud.openers.cache.lru import (
         LRUCleanup as LRUCleanup,
@@ -200,6 +208,10 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     from wds_cloud.openers.gopen import (
         gopen as gopen,
         gopen_schemes as gopen_schemes,
+    )
+    from wds_cloud.openers.hf.opener import (
+        HfConfig as HfConfig,
+        HfOpener as HfOpener,
     )
     from wds_cloud.openers.http.opener import (
         HttpConfig as HttpConfig,
@@ -311,8 +323,12 @@ _EXPORTS: dict[str, str] = {
     "ShardCache": "wds_cloud.openers.cache.shardcache",
     "AisConfig": "wds_cloud.openers.ais.opener",
     "AisOpener": "wds_cloud.openers.ais.opener",
+    "AzureConfig": "wds_cloud.openers.azure.opener",
+    "AzureOpener": "wds_cloud.openers.azure.opener",
     "GcsConfig": "wds_cloud.openers.gcs.opener",
     "GcsOpener": "wds_cloud.openers.gcs.opener",
+    "HfConfig": "wds_cloud.openers.hf.opener",
+    "HfOpener": "wds_cloud.openers.hf.opener",
     "HttpConfig": "wds_cloud.openers.http.opener",
     "HttpOpener": "wds_cloud.openers.http.opener",
     "LocalOpener": "wds_cloud.openers.local",
@@ -402,6 +418,8 @@ _EXPORTS: dict[str, str] = {
     "upload_shards": "wds_cloud.writing.upload",
     # indexes and random access
     "DatasetIndex": "wds_cloud.index.datasetjson",
+    "GlobalBatchSampler": "wds_cloud.index.globalorder",
+    "GlobalOrder": "wds_cloud.index.globalorder",
     "ShardIndex": "wds_cloud.index.format",
     "build_index": "wds_cloud.index.build",
     "check_index": "wds_cloud.index.check",
@@ -489,6 +507,8 @@ if not TYPE_CHECKING:  # type checkers see the imports above, so a misspelt name
             from wds_cloud.webdataset_api import webdataset_module
 
             return webdataset_module(name)  # wds.utils, wds.filters, ... as in webdataset
+        if name == "pytorch":  # the torch layer; it holds webdataset.pytorch's names too
+            return importlib.import_module("wds_cloud.pytorch")
         if module is None:
             raise AttributeError(f"module 'wds_cloud' has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)

@@ -218,10 +218,15 @@ def list_sizes(url: str, *, registry: OpenerRegistry | None = None) -> list[tupl
     return out
 
 
-def _group_key(url: str) -> tuple[str, str, str]:
-    """URLs that one listing call can answer: same scheme, same bucket, same query."""
+def _group_key(url: str, registry: OpenerRegistry) -> tuple[str, str, str]:
+    """URLs that one listing call can answer: same scheme, same scope, same query. The scope is
+    the bucket (the first path component), or what the opener's ``listing_scope(url)`` says
+    when it has one (``hf://``: the repo at its revision)."""
     base, query = _split_query(url)
     scheme = url_scheme(base)
+    scope = getattr(registry.for_url(base), "listing_scope", None) if scheme != "file" else None
+    if scope is not None:
+        return scheme, scope(base), query
     rest = base.split("://", 1)[1] if "://" in base else base
     return scheme, rest.split("/", 1)[0], query
 
@@ -273,7 +278,8 @@ def list_prefixes(
     The object named exactly by a URL is always kept; the other names only when they end in
     one of ``extensions`` (None keeps all). A local file is itself; a local folder is listed
     recursively; anything else local is a name prefix inside its folder. URLs of one bucket
-    are answered by one listing of their common prefix. A backend that cannot list (http) has
+    (of one repo at one revision on ``hf://``) are answered by one listing of their common
+    prefix. A backend that cannot list (http) has
     each URL opened once to check that it exists.
 
     Returns:
@@ -287,7 +293,7 @@ def list_prefixes(
     registry = registry or default_registry()
     groups: dict[tuple[str, str, str], list[str]] = {}
     for url in dict.fromkeys(urls):
-        groups.setdefault(_group_key(url), []).append(url)
+        groups.setdefault(_group_key(url, registry), []).append(url)
     out: dict[str, list[str]] = {}
     for (scheme, _, query), members in groups.items():
         opener = registry.for_url(members[0])
@@ -354,13 +360,6 @@ def _local_path(spec: str) -> str:
     return spec if plain else os.path.abspath(spec)
 
 
-def _missing_local_path(spec: str) -> bool:
-    """A plain local path (no template, glob or final ``/``) that names nothing."""
-    if spec == "-" or url_scheme(spec) != "file" or spec.endswith("/"):
-        return False
-    return not any(c in spec for c in _SPEC_SYNTAX) and not os.path.lexists(url_to_path(spec))
-
-
 def _dataset(url: str, registry: OpenerRegistry) -> ResolvedSpec:
     # the format's one reader (index.datasetjson: openers and the foundation only)
     from wds_cloud.index.datasetjson import load_dataset_json
@@ -380,8 +379,6 @@ def _resolve_string(spec: str, registry: OpenerRegistry, prefixes: bool) -> Reso
         return _dataset(path, registry) if _names_dataset_json(spec) else ResolvedSpec([path])
     if _names_dataset_json(spec):
         return _dataset(spec, registry)
-    if not prefixes and _missing_local_path(spec):
-        raise ShardNotFoundError(f"no such file or folder: {redact_url(spec)!r}", url=spec)
     return ResolvedSpec(list_shards(spec, registry=registry, prefixes=prefixes))
 
 
@@ -424,9 +421,10 @@ def resolve_shards(
        would read as a URL, so it is never a command), a folder is listed recursively;
     2. a dataset index JSON (``....json``, no braces or ``::``): its shards, in its order;
     3. anything else goes to :func:`list_shards`: braces, ``::``, ``${VAR}``, globs and
-       ``/``-ending prefixes listed on every backend that can list. A plain local path with
-       none of these that does not exist is an error here; other plain URLs are returned
-       unchecked (their backend reports a missing one when it is read).
+       ``/``-ending prefixes listed on every backend that can list. A plain URL or local path
+       with none of these is returned unchecked: its backend reports a missing one when it is
+       read (``ShardNotFoundError``, a ``FileNotFoundError``), as webdataset does, so a
+       dataset can be built before its shards exist.
 
     Args:
         spec: a string (one spec), or a list of strings or ``{"url": ...}`` dicts.
@@ -446,7 +444,7 @@ def resolve_shards(
 
     Raises:
         ShardNotFoundError: a glob or prefix that matches no shard, a missing folder, bucket
-            or dataset JSON, a plain local path that does not exist (each named).
+            or dataset JSON (each named).
         ConfigError: an empty result, a malformed template, a JSON that is not a dataset
             index, a pattern on a backend that cannot list (http).
     """

@@ -51,10 +51,23 @@ _USERINFO = re.compile(r"([A-Za-z][\w+.-]*://[^\s/@:]*):[^\s/]*@")
 _URL_IN_TEXT = re.compile(r"[A-Za-z][\w+.-]*://[^\s'\"<>`]+")
 _TRAILING = ".,;:!)]}"
 
+# Credentials outside a URL: Azure connection strings (``AccountKey=...;``,
+# ``SharedAccessSignature=...;``) and SAS tokens (``sv=...&sig=...``), case-insensitive.
+_LOOSE_SECRETS = re.compile(r"(?i)\b(AccountKey|SharedAccessSignature|sig)=([A-Za-z0-9%+/=_-]+)")
+
 # Request headers whose values are credentials, by exact name, prefix or part of the name.
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 _SECRET_HEADER_PREFIXES = ("x-amz-", "x-goog-")
 _SECRET_HEADER_WORDS = ("token", "key", "secret", "auth", "password", "session", "signature")
+
+
+# Azure URLs in adlfs's spelling put the container before the "@", not a user:
+# ``abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/blob``.
+_CONTAINER_AT_SCHEMES = frozenset({"abfs", "abfss", "az", "azure"})
+
+
+def _names_container(scheme: str, netloc: str) -> bool:
+    return scheme.lower() in _CONTAINER_AT_SCHEMES and ":" not in netloc.rpartition("@")[0]
 
 
 def _redact_one(url: str) -> str:
@@ -64,7 +77,7 @@ def _redact_one(url: str) -> str:
     except ValueError:
         return url
     netloc = parts.netloc
-    if "@" in netloc:
+    if "@" in netloc and not _names_container(parts.scheme, netloc):
         userinfo, _, host = netloc.rpartition("@")
         user, colon, _ = userinfo.partition(":")
         netloc = f"{user}:{MASK}@{host}" if colon else f"{MASK}@{host}"
@@ -103,7 +116,11 @@ def _redact_match(match: re.Match[str]) -> str:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every URL in it passed through :func:`redact_url` (messages, log lines)."""
+    """``text`` with every URL in it passed through :func:`redact_url` (messages, log lines),
+    and the credentials that appear outside URLs masked: an Azure connection string's
+    ``AccountKey=`` and ``SharedAccessSignature=``, a bare SAS token's ``sig=``."""
+    if "=" in text:
+        text = _LOOSE_SECRETS.sub(rf"\1={MASK}", text)
     if "://" not in text:
         return text
     return _URL_IN_TEXT.sub(_redact_match, text)

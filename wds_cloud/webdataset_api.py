@@ -36,6 +36,7 @@ _SHARDS = "wds_cloud.core.shards"
 _TENBIN = "wds_cloud.core.tenbin"
 _UTILS = "wds_cloud.core.utils"
 _ENCODERS = "wds_cloud.writing.encoders"
+_V02 = "wds_cloud.core.webdataset02"
 
 # webdataset module -> {name: wds_cloud module holding it, or "" for the top-level export}
 WEBDATASET_MODULES: dict[str, dict[str, str]] = {
@@ -77,6 +78,16 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
     },
     "cache": {
         **dict.fromkeys(["LRUCleanup", "pipe_cleaner"], ""),
+        # 0.2.x names (code pinned to webdataset<=0.2.86): see core/webdataset02.py
+        **dict.fromkeys(
+            [
+                "cached_tarfile_samples",
+                "cached_tarfile_to_samples",
+                "cached_url_opener",
+                "get_file_cached",
+            ],
+            _V02,
+        ),
         **dict.fromkeys(
             [
                 "FileCache",
@@ -161,7 +172,8 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
         **dict.fromkeys(["_batched", "_unbatched", "_unlisted"], "wds_cloud.core.batching"),
         **dict.fromkeys(["_associate", "_info", "_log_keys"], "wds_cloud.core.extras"),
-        "_shuffle": "wds_cloud.core.shuffle",
+        # webdataset's draws (_shuffle) and signature (_decode): see core/filters_private.py
+        **dict.fromkeys(["_decode", "_shuffle"], "wds_cloud.core.filters_private"),
         "_xdecode": "wds_cloud.core.xdecode",
         **dict.fromkeys(
             ["decode_bin", "decode_pickle", "decode_text", "default_decoders", "find_decoder"],
@@ -197,7 +209,11 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
     },
     "pipeline": dict.fromkeys(["DataPipeline"], ""),
+    "pytorch": dict.fromkeys(
+        ["DataLoader", "IterableDataset", "TorchTensor"], "wds_cloud.pytorch.torchnames"
+    ),
     "shardlists": {
+        "expand_source": "wds_cloud.core.shardsource",
         **dict.fromkeys(
             [
                 "ResampledShards",
@@ -227,7 +243,6 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
             [
                 "base_plus_ext",
                 "group_by_keys",
-                "tar_file_expander",
                 "tarfile_samples",
                 "tarfile_to_samples",
                 "url_opener",
@@ -236,6 +251,8 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
         **dict.fromkeys(["meta_prefix", "meta_suffix", "valid_sample"], "wds_cloud.core.samples"),
         "tar_file_iterator": "wds_cloud.core.shardopen",
+        # 0.2.86's: no end-of-shard {} (the copied groupers cannot read it; docs/pipeline.md)
+        "tar_file_expander": _V02,
     },
     "tenbin": dict.fromkeys(["encode_buffer", "decode_buffer"], _TENBIN),
     "utils": {
@@ -253,7 +270,7 @@ WEBDATASET_MODULES: dict[str, dict[str, str]] = {
         ),
     },
     "writer": {
-        **dict.fromkeys(["ShardWriter", "TarWriter", "numpy_dumps", "torch_dumps"], ""),
+        **dict.fromkeys(["ShardWriter", "TarWriter", "gopen", "numpy_dumps", "torch_dumps"], ""),
         **dict.fromkeys(
             [
                 "default_handlers",

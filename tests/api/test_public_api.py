@@ -39,7 +39,8 @@ def run(code: str) -> str:
 def test_import_has_no_heavy_side_effects() -> None:
     code = (
         "import sys, wds_cloud\n"
-        "heavy = [m for m in ('torch', 'numpy', 'boto3', 'google.cloud.storage', 'aistore', 'PIL')"
+        "heavy = [m for m in ('torch', 'numpy', 'boto3', 'google.cloud.storage', 'aistore', 'PIL',"
+        " 'azure.storage.blob', 'azure.core')"
         " if m in sys.modules]\n"
         "print(heavy)"
     )

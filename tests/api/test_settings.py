@@ -227,6 +227,7 @@ def test_rank_and_world_size_are_named_when_bad(monkeypatch: pytest.MonkeyPatch)
 
 def _configs() -> dict[str, Any]:
     from wds_cloud.openers.ais.opener import AisConfig
+    from wds_cloud.openers.azure.config import AzureConfig
     from wds_cloud.openers.gcs.config import GcsConfig
     from wds_cloud.openers.http.opener import HttpConfig
     from wds_cloud.openers.pipe import PipeConfig
@@ -235,13 +236,14 @@ def _configs() -> dict[str, Any]:
     return {
         "S3": S3Config(),
         "GCS": GcsConfig(),
+        "Azure": AzureConfig(),
         "HTTP": HttpConfig(),
         "pipe:": PipeConfig(),
         "AIStore": AisConfig(endpoint="http://127.0.0.1:9"),
     }
 
 
-@pytest.mark.parametrize("what", ["S3", "GCS", "HTTP", "pipe:", "AIStore"])
+@pytest.mark.parametrize("what", ["S3", "GCS", "Azure", "HTTP", "pipe:", "AIStore"])
 def test_unknown_override_names_the_allowed_keys(what: str) -> None:
     config = _configs()[what]
     with pytest.raises(ConfigError) as info:
@@ -252,7 +254,7 @@ def test_unknown_override_names_the_allowed_keys(what: str) -> None:
         assert repr(name) in text
 
 
-@pytest.mark.parametrize("what", ["S3", "GCS", "HTTP", "pipe:", "AIStore"])
+@pytest.mark.parametrize("what", ["S3", "GCS", "Azure", "HTTP", "pipe:", "AIStore"])
 def test_resolve_applies_overrides_and_fills_the_rest(what: str) -> None:
     config = _configs()[what]
     field = "grace" if what == "pipe:" else "retries"
@@ -264,7 +266,7 @@ def test_resolve_applies_overrides_and_fills_the_rest(what: str) -> None:
     assert names and all(getattr(resolved, n) is not None for n in names)
 
 
-@pytest.mark.parametrize("scheme", ["s3", "gcs", "http", "pipe", "ais"])
+@pytest.mark.parametrize("scheme", ["s3", "gcs", "azure", "http", "pipe", "ais"])
 def test_unknown_opener_override_is_a_config_error(scheme: str) -> None:
     with pytest.raises(ConfigError, match=r"unknown .* settings \['retires'\]"):
         _opener(scheme, retires=1)
@@ -308,6 +310,11 @@ def _opener(scheme: str, **overrides: Any) -> Any:
         from wds_cloud.openers.gcs.opener import GcsOpener
 
         return GcsOpener(**{"endpoint": f"http://{_CLOSED}", "retries": 0, **overrides})
+    if scheme == "azure":
+        from wds_cloud.openers.azure.opener import AzureOpener
+
+        settings = {"account_name": "acct", "account_key": "a2V5", "retries": 0}
+        return AzureOpener(**{"endpoint": f"http://{_CLOSED}/acct", **settings, **overrides})
     if scheme == "ais":
         from wds_cloud.openers.ais.opener import AisOpener
 
@@ -325,6 +332,7 @@ def _url(scheme: str, tmp_path: Path) -> str:
         "http": f"http://{_CLOSED}/shard.tar",
         "s3": "s3://bucket/shard.tar",
         "gcs": "gs://bucket/shard.tar",
+        "azure": "az://bucket/shard.tar",
         "ais": "ais://bucket/shard.tar",
     }[scheme]
 
@@ -340,12 +348,16 @@ _ALLOWED = {
     ("gcs", "open"): ["generation", "prefetch", "prefetch_chunk"],
     ("gcs", "open_at"): ["generation"],
     ("gcs", "read_range"): ["generation"],
+    ("azure", "open"): ["prefetch", "prefetch_chunk"],
     ("ais", "open"): ["etl", "etl_args", "prefetch", "prefetch_chunk"],
     ("ais", "open_at"): ["etl", "etl_args"],
 }
-_CASES = [(scheme, "open") for scheme in ("local", "file", "pipe", "http", "s3", "gcs", "ais")]
-_CASES += [(scheme, "read_range") for scheme in ("local", "file", "http", "s3", "gcs", "ais")]
-_CASES += [(scheme, "open_at") for scheme in ("http", "s3", "gcs", "ais")]
+_ALL = ("local", "file", "pipe", "http", "s3", "gcs", "azure", "ais")
+_CASES = [(scheme, "open") for scheme in _ALL]
+_CASES += [
+    (scheme, "read_range") for scheme in ("local", "file", "http", "s3", "gcs", "azure", "ais")
+]
+_CASES += [(scheme, "open_at") for scheme in ("http", "s3", "gcs", "azure", "ais")]
 
 
 @pytest.mark.parametrize(("scheme", "method"), _CASES)

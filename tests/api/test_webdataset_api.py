@@ -15,6 +15,7 @@ import pytest
 import webdataset
 
 import wds_cloud as wds
+from wds_cloud.errors import ShardNotFoundError
 from wds_cloud.webdataset_api import WEBDATASET_MODULES, webdataset_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ NOT_PROVIDED = {
         "set_options",
     },
     "pipeline": {"add_length_method"},
-    "shardlists": {"envlookup", "envsubst", "expand", "expand_source", "resampled_"},
+    "shardlists": {"envlookup", "envsubst", "expand", "resampled_"},
     "tariterators": {"shardlist"},
     "tenbin": {
         "bytedata",
@@ -107,6 +108,8 @@ def test_every_module_name_is_here(module: str) -> None:
         assert getattr(facade, name) is not None, name
     if module == "gopen":  # as in webdataset, wds.gopen is the function, not the module
         assert callable(wds.gopen) and wds.gopen is facade.gopen
+    elif module == "pytorch":  # wds.pytorch is wds_cloud's torch layer, holding the same names
+        assert all(getattr(wds.pytorch, n) is getattr(facade, n) for n in ours)
     else:
         assert getattr(wds, module) is facade
     with pytest.raises(AttributeError, match=rf"webdataset\.{module}\.nope is not part"):
@@ -153,3 +156,14 @@ def test_alias_refuses_when_webdataset_is_already_imported() -> None:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 1
     assert "the webdataset package is already imported" in done.stderr
+
+
+def test_a_missing_shard_fails_when_read_not_when_the_dataset_is_built(tmp_path: Path) -> None:
+    """webdataset's ``test_missing_throws``: ``WebDataset(missing)`` builds; iterating raises an
+    ``IOError`` (here ``ShardNotFoundError``, a ``FileNotFoundError``) that names the path."""
+    path = str(tmp_path / "missing.tar")
+    ds = wds.WebDataset(path, shardshuffle=False)
+    with pytest.raises(FileNotFoundError, match=r"missing\.tar") as err:
+        for _ in ds:
+            pass
+    assert isinstance(err.value, ShardNotFoundError) and err.value.url == path

@@ -88,6 +88,7 @@ def test_classify_and_run_both_libraries(tmp_path: Path) -> None:
     assert result["internet"] == ["tests/test_a.py::test_remote"]
     # webdataset.filters._shuffle works through the alias (docs/pipeline.md, private names)
     assert result["private"] == {"tests/test_b.py::test_private": True}
+    assert result["private_runnable"] == result["private_passing"] == ["tests/test_b.py::test_private"]  # fmt: skip
     assert set(result["runnable"]) == {
         "tests/test_a.py::test_names",
         "tests/test_a.py::test_count",
@@ -96,3 +97,4 @@ def test_classify_and_run_both_libraries(tmp_path: Path) -> None:
     }
     assert list(result["failing"]) == ["tests/test_a.py::test_only_webdataset_has_this"]
     assert result["share_percent"] == 75.0
+    assert result["all_share_percent"] == 80.0  # the private-name test counts too

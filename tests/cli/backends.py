@@ -1,7 +1,7 @@
 """One object store per backend, with the environment a ``wds-cloud`` subprocess needs to reach it.
 
 The ``backend`` fixture (in ``conftest.py``) is parametrized over ``local``, ``s3`` (SeaweedFS),
-``gs`` (fake-gcs-server) and ``ais`` (the AIStore emulator driven by the real SDK). Each gives
+``gs`` (fake-gcs-server), ``az`` (Azurite) and ``ais`` (the AIStore emulator driven by the real SDK). Each gives
 a fresh, empty bucket (or folder): :attr:`Backend.root` is its URL, :meth:`Backend.put` writes an
 object, :meth:`Backend.names` lists what is there through the backend's own client (not
 through wds_cloud), and :attr:`Backend.env` configures the command line for it.
@@ -20,7 +20,7 @@ from typing import Any
 _ids = itertools.count()
 
 # variables of the developer's shell that would point a subprocess somewhere else
-_CLEARED = ("AWS_", "AIS_", "STORAGE_EMULATOR_HOST", "GOOGLE_", "WDS_CLOUD_")
+_CLEARED = ("AWS_", "AIS_", "AZURE_", "STORAGE_EMULATOR_HOST", "GOOGLE_", "WDS_CLOUD_")
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -107,6 +107,22 @@ def gcs_backend(fake_gcs: Any) -> Backend:
         "gs://no-such-bucket-cli",
         env,
         lambda name, data: bucket.blob(name).upload_from_string(data),
+        names,
+    )
+
+
+def azure_backend(azurite: Any) -> Backend:
+    container = azurite.container(f"cli-{next(_ids)}-{int(time.time() * 1000) % 100000}")
+
+    def names() -> list[str]:
+        return sorted(b.name for b in container.list_blobs())
+
+    return Backend(
+        "az",
+        f"az://{container.container_name}",
+        "az://no-such-container-cli",
+        clean_env(azurite.environ()),
+        lambda name, data: container.upload_blob(name, data, overwrite=True) and None,
         names,
     )
 

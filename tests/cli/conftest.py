@@ -1,6 +1,6 @@
 """Fixtures for the CLI tests: real image shards on disk, a runner for ``wds-cloud`` and a
-fresh bucket on every backend (``backend``: local, SeaweedFS S3, fake-gcs-server, AIStore
-emulator)."""
+fresh bucket on every backend (``backend``: local, SeaweedFS S3, fake-gcs-server, Azurite,
+AIStore emulator)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from tests.cli.backends import (
     Backend,
     ais_backend,
+    azure_backend,
     clean_env,
     gcs_backend,
     local_backend,
@@ -83,7 +84,7 @@ def wds_cli() -> Runner:
     return run
 
 
-@pytest.fixture(params=["local", "s3", "gs", "ais"])
+@pytest.fixture(params=["local", "s3", "gs", "az", "ais"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     """A fresh bucket (or folder) on each backend in turn, with the CLI's environment for it."""
     kind = request.param
@@ -93,6 +94,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         return s3_backend(request.getfixturevalue("seaweed"))
     if kind == "gs":
         return gcs_backend(request.getfixturevalue("fake_gcs"))
+    if kind == "az":
+        return azure_backend(request.getfixturevalue("azurite"))
     return ais_backend(request.getfixturevalue("ais_emulator"))
 
 

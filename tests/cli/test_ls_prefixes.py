@@ -87,6 +87,7 @@ WHY_MISSING = {
     "local": "no such",
     "s3": "S3 bucket does not exist",
     "gs": "GCS bucket 'no-such-bucket-cli' does not exist",
+    "az": "Azure container 'no-such-container-cli' does not exist",
     "ais": 'bucket "ais://no-such-bucket-cli" does not exist',
 }
 

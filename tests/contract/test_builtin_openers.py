@@ -1,4 +1,4 @@
-"""The opener contract for the built-in backends: local paths, file://, pipe:cat, http."""
+"""The opener contract for the built-in backends: local paths, file://, pipe:cat, http, hf."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import pytest
 
 from tests.contract.opener_contract import OpenerCase, OpenerContract
 from tests.support.http_server import HttpFileServer
+from tests.support.hub_server import HubServer
 from wds_cloud.errors import ShardOpenError
+from wds_cloud.openers.hf.opener import HfConfig, HfOpener
+from wds_cloud.openers.http.config import HttpConfig
 from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener
@@ -81,5 +84,27 @@ class TestHttpCuttingServerContract(OpenerContract):
                 HttpOpener(retries=2, backoff=0.0),
                 server.url("shard.tar"),
                 server.url("missing.tar"),
+                DATA,
+            )
+
+
+class TestHfContract(OpenerContract):
+    """``hf://`` on the local Hub: a private repo, read with its token, from the CDN the Hub
+    redirects to, which drops every response after 50 000 bytes (each resume goes through the
+    Hub again)."""
+
+    @pytest.fixture
+    def opener_case(self, tmp_path: Path) -> Iterator[OpenerCase]:
+        with HubServer(tmp_path / "hub") as hub:
+            hub.add("datasets/org/repo", "train/shard.tar", DATA)
+            hub.private.add("datasets/org/repo")
+            hub.tokens.add("hf_contract")
+            hub.cdn.cut_after = 50_000
+            yield OpenerCase(
+                HfOpener(
+                    HfConfig(endpoint=hub.endpoint, token="hf_contract"), HttpConfig(backoff=0)
+                ),
+                "hf://datasets/org/repo/train/shard.tar",
+                "hf://datasets/org/repo/train/missing.tar",
                 DATA,
             )

@@ -1,10 +1,11 @@
 """The listing contract for every opener with ``list``: local paths, ``file://`` URLs, s3://
-(SeaweedFS), gs:// (fake-gcs-server) and ais:// (the AIStore emulator). ``http(s)://`` and
-``pipe:`` have no ``list``."""
+(SeaweedFS), gs:// (fake-gcs-server), az:// (Azurite), ais:// (the AIStore emulator) and hf://
+(the local Hub). ``http(s)://`` and ``pipe:`` have no ``list``."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,21 @@ class TestGcsListing(ListingContract):
         )
 
 
+@pytest.mark.azure
+class TestAzureListing(ListingContract):
+    @pytest.fixture
+    def listing_case(self, azurite: Any) -> ListingCase:
+        from wds_cloud.openers.azure.opener import AzureOpener
+
+        container = azurite.container(f"listing-{next(_buckets)}")
+        opener = AzureOpener(connection_string=azurite.connection_string, backoff=0.01, page_size=2)
+        return ListingCase(
+            opener,
+            lambda name, data: container.upload_blob(name, data, overwrite=True),
+            lambda name: f"az://{container.container_name}/{name}",
+        )
+
+
 @pytest.mark.ais
 class TestAisListing(ListingContract):
     @pytest.fixture
@@ -88,3 +104,24 @@ class TestAisListing(ListingContract):
             lambda name, data: ais_emulator.store.put_object("listing", name, data),
             lambda name: f"ais://listing/{name}",
         )
+
+
+class TestHfListing(ListingContract):
+    """The local Hub (tests/support/hub_server.py): tree pages of 2 entries, small files served
+    by the Hub and large ones by its CDN."""
+
+    @pytest.fixture
+    def listing_case(self, tmp_path: Path) -> Iterator[ListingCase]:
+        from tests.support.hub_server import HubServer
+        from wds_cloud.openers.hf.opener import HfOpener
+
+        with HubServer(tmp_path / "hub", page_size=2, lfs_threshold=50) as hub:
+
+            def put(name: str, data: bytes) -> None:
+                hub.add("datasets/org/listing", name, data)
+
+            yield ListingCase(
+                HfOpener(endpoint=hub.endpoint, token=""),
+                put,
+                lambda name: f"hf://datasets/org/listing/{name}",
+            )

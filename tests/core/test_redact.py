@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wds_cloud.redact import mask, redact_url
+from wds_cloud.redact import mask, redact_text, redact_url
 
 
 @pytest.mark.parametrize(
@@ -135,3 +135,24 @@ def test_redacting_log_filter() -> None:
     )
     assert RedactingFilter().filter(record)
     assert record.getMessage() == "resuming http://u:***@h/x at 5"
+
+
+def test_azure_credentials_outside_urls_are_masked() -> None:
+    text = (
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=S3CR3T+/key==;"
+        "SharedAccessSignature=sv=2023&sig=SASSIG1; GET /c/b?sv=2023&sp=r&sig=SASSIG2%2F&x=1"
+    )
+    shown = redact_text(text)
+    for secret in ("S3CR3T", "SASSIG1", "SASSIG2"):
+        assert secret not in shown
+    assert "AccountName=acct;" in shown and "sp=r&sig=***&x=1" in shown
+
+
+def test_an_azure_container_before_the_at_sign_is_not_a_user() -> None:
+    url = "abfs://shards@acct.dfs.core.windows.net/train/a.tar"
+    assert redact_url(url) == url
+    assert (
+        redact_url("abfs://user:pw@acct.dfs.core.windows.net/a")
+        != "abfs://user:pw@acct.dfs.core.windows.net/a"
+    )
+    assert redact_url("https://token@host/a.tar") == "https://***@host/a.tar"

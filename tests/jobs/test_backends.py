@@ -1,7 +1,7 @@
-"""Jobs on the other object stores, end to end: gs:// (fake-gcs-server), ais:// to dSort (the
-AIStore emulator driven by the real ``aistore`` SDK), and files from an s3:// prefix. The jobs
-on ``ais://`` through the engine run on the emulator and the real cluster in
-``tests/ais/test_jobs.py``."""
+"""Jobs on the other object stores, end to end: gs:// (fake-gcs-server) and az:// (Azurite),
+ais:// to dSort (the AIStore emulator driven by the real ``aistore`` SDK), and files from an
+s3:// prefix. The jobs on ``ais://`` through the engine run on the emulator and the real
+cluster in ``tests/ais/test_jobs.py``."""
 
 from __future__ import annotations
 
@@ -23,13 +23,32 @@ from wds_cloud.openers.s3.opener import S3Opener
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.gcs
-def test_reshard_local_to_gs_and_map_back(fake_gcs: Any, tmp_path):
+def _object_store(kind: str, request: pytest.FixtureRequest) -> tuple[OpenerRegistry, str]:
+    """(registry, output prefix) of an empty bucket or container on ``kind``'s server."""
     registry = OpenerRegistry()
-    registry.register("gs", GcsOpener(endpoint=fake_gcs.endpoint, backoff=0.01), override=True)
-    fake_gcs.client().create_bucket("jobs-out")
+    if kind == "gs":
+        fake_gcs = request.getfixturevalue("fake_gcs")
+        registry.register("gs", GcsOpener(endpoint=fake_gcs.endpoint, backoff=0.01), override=True)
+        fake_gcs.client().create_bucket("jobs-out")
+        return registry, "gs://jobs-out"
+    from wds_cloud.openers.azure.opener import AzureOpener
+
+    azurite = request.getfixturevalue("azurite")
+    registry.register("az", AzureOpener(connection_string=azurite.connection_string), override=True)
+    container = azurite.container("jobs-out")
+    request.addfinalizer(container.delete_container)
+    return registry, "az://jobs-out"
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param("gs", marks=pytest.mark.gcs), pytest.param("az", marks=pytest.mark.azure)]
+)
+def test_reshard_local_to_an_object_store_and_map_back(
+    kind: str, request: pytest.FixtureRequest, tmp_path
+):
+    registry, root = _object_store(kind, request)
     inputs = resolve_shards(write_inputs(tmp_path / "in", 3, 8))
-    out = "gs://jobs-out/r/r-%03d.tar"
+    out = f"{root}/r/r-%03d.tar"
     summary = reshard(inputs, out, maxcount=5, shuffle=True, seed=4, registry=registry)
     assert summary.shards == [out % i for i in range(5)]
     assert multiset(read_samples(summary.shards, registry)) == multiset(read_samples(inputs))

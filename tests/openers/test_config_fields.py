@@ -22,8 +22,10 @@ import pytest
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.openers.ais.config import AIS_SETTINGS, AisConfig
+from wds_cloud.openers.azure.config import AZURE_SETTINGS, AzureConfig
 from wds_cloud.openers.cache.shardcache import CACHE_SETTINGS, ShardCache
 from wds_cloud.openers.gcs.config import GCS_SETTINGS, GcsConfig
+from wds_cloud.openers.hf.config import HF_SETTINGS, HfConfig
 from wds_cloud.openers.http.config import HTTP_SETTINGS, HttpConfig
 from wds_cloud.openers.pipe import PIPE_SETTINGS, PipeConfig
 from wds_cloud.openers.s3.config import S3_SETTINGS, S3Config
@@ -36,27 +38,33 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLES: dict[str, ConfigTable] = {
     "S3": S3_SETTINGS,
     "GCS": GCS_SETTINGS,
+    "AZURE": AZURE_SETTINGS,
     "HTTP": HTTP_SETTINGS,
     "AIS": AIS_SETTINGS,
     "PIPE": PIPE_SETTINGS,
     "CACHE": CACHE_SETTINGS,
     "READAHEAD": READAHEAD_SETTINGS,
+    "HF": HF_SETTINGS,
 }
 CONFIGS: dict[str, type] = {
     "S3": S3Config,
     "GCS": GcsConfig,
+    "AZURE": AzureConfig,
     "HTTP": HttpConfig,
     "AIS": AisConfig,
     "PIPE": PipeConfig,
+    "HF": HfConfig,
 }
 DOCS = {
     "S3": "docs/s3.md",
     "GCS": "docs/gcs.md",
+    "AZURE": "docs/azure.md",
     "AIS": "docs/aistore.md",
     "HTTP": "docs/openers.md",
     "PIPE": "docs/openers.md",
     "CACHE": "docs/openers.md",
     "READAHEAD": "docs/openers.md",
+    "HF": "docs/hf.md",
 }
 _CACHE_ATTRS = {"dir": "cache_dir", "size": "max_bytes"}
 _SOME_DIR = "/tmp/wds-config-test-cache"  # never created: ShardCache makes no directory
@@ -175,6 +183,48 @@ CASES: dict[tuple[str, str], Case] = {
     ("GCS", "page_size"): Case("7", 7, 3, bad=("0", "x")),
     ("GCS", "prefetch"): _PREFETCH,
     ("GCS", "prefetch_chunk"): _PREFETCH_CHUNK,
+    ("AZURE", "connection_string"): Case(
+        "AccountName=w",
+        "AccountName=w",
+        "AccountName=a",
+        own={"AZURE_STORAGE_CONNECTION_STRING": ("AccountName=s", "AccountName=s")},
+    ),
+    ("AZURE", "account_name"): Case(
+        "wds",
+        "wds",
+        "arg",
+        own={
+            "AZURE_STORAGE_ACCOUNT_NAME": ("sdk", "sdk"),
+            "AZURE_STORAGE_ACCOUNT": ("cli", "cli"),
+            "AZURE_ACCOUNT_NAME": ("mosaic", "mosaic"),
+        },
+    ),
+    ("AZURE", "account_key"): Case(
+        "a2V5",
+        "a2V5",
+        "YXJn",
+        own={
+            "AZURE_STORAGE_ACCOUNT_KEY": ("c2Rr", "c2Rr"),
+            "AZURE_STORAGE_KEY": ("Y2xp", "Y2xp"),
+            "AZURE_ACCOUNT_ACCESS_KEY": ("bW9z", "bW9z"),
+        },
+    ),
+    ("AZURE", "sas_token"): Case(
+        "sv=1&sig=w", "sv=1&sig=w", "sv=1&sig=a", own={"AZURE_STORAGE_SAS_TOKEN": ("sv=2", "sv=2")}
+    ),
+    ("AZURE", "endpoint"): Case(
+        "localhost:10000/acct/", "http://localhost:10000/acct", "https://arg:3"
+    ),
+    ("AZURE", "anonymous"): Case("yes", True, False, bad=("maybe",)),
+    ("AZURE", "retries"): _RETRIES,
+    ("AZURE", "backoff"): _BACKOFF,
+    ("AZURE", "stall_timeout"): _STALL,
+    ("AZURE", "block_size"): Case("4M", 4 << 20, 1 << 20, bad=("lots", "0")),
+    ("AZURE", "connect_timeout"): Case("3s", 3.0, 1.5, bad=("soon",)),
+    ("AZURE", "read_timeout"): Case("1.5m", 90.0, 2.5, bad=("soon",)),
+    ("AZURE", "page_size"): Case("7", 7, 3, bad=("0", "x")),
+    ("AZURE", "prefetch"): _PREFETCH,
+    ("AZURE", "prefetch_chunk"): _PREFETCH_CHUNK,
     ("HTTP", "timeout"): Case("45s", 45.0, 3, 3.0, bad=("soon", "-1")),
     ("HTTP", "retries"): _RETRIES,
     ("HTTP", "backoff"): _BACKOFF,
@@ -213,6 +263,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("AIS", "part_size"): Case("8M", 8 << 20, 1 << 20, bad=("0", "lots")),
     ("AIS", "prefetch"): _PREFETCH,
     ("AIS", "prefetch_chunk"): _PREFETCH_CHUNK,
+    ("AIS", "batch_entries"): Case("200", 200, 7, bad=("0", "-1", "many")),
+    ("AIS", "batch_bytes"): Case("8M", 8 << 20, 1 << 20, bad=("0", "lots")),
     ("PIPE", "allow"): Case(
         "off", False, True, own={"WDS_CLOUD_ALLOW_PIPE": ("yes", True)}, bad=("sometimes",)
     ),
@@ -237,6 +289,19 @@ CASES: dict[tuple[str, str], Case] = {
         bad=("loud",),
     ),
     ("CACHE", "drain_bytes"): Case("64K", 64 << 10, 0, bad=("-1", "lots")),
+    ("HF", "endpoint"): Case(
+        "http://wds:1",
+        "http://wds:1",
+        "https://arg:3",
+        own={"HF_ENDPOINT": ("http://hf:2", "http://hf:2")},
+        bad=("huggingface.co",),
+    ),
+    ("HF", "token"): Case(
+        "tok-wds",
+        "tok-wds",
+        "tok-arg",
+        own={"HF_TOKEN": ("tok-hf", "tok-hf"), "HUGGING_FACE_HUB_TOKEN": ("tok-old", "tok-old")},
+    ),
     ("READAHEAD", "readahead"): Case("32M", 32 << 20, 4096, bad=("lots", "-1", "1.5M")),
 }
 

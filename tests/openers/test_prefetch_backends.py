@@ -1,6 +1,6 @@
 """Parallel ranged reads (:mod:`wds_cloud.openers.streams.prefetch`) through every backend, on the real
-local servers: SeaweedFS (S3), fake-gcs-server (GCS), the HTTP file server and the AIStore
-emulator.
+local servers: SeaweedFS (S3), fake-gcs-server (GCS), Azurite (Azure), the HTTP file server and
+the AIStore emulator.
 
 Differential: many object sizes around the part size x parts in flight x tiny and large reads,
 compared with the bytes written and with the backend's plain single-stream read. Then an object
@@ -81,6 +81,22 @@ def gcs_backend(fake_gcs: Any) -> Backend:
 
 
 @pytest.fixture(scope="module")
+def azure_backend(azurite: Any) -> Backend:
+    from wds_cloud.openers.azure.opener import AzureOpener
+
+    container = azurite.container(f"prefetch-{int(time.time() * 1000) % 10**6}")
+
+    def put(name: str, data: bytes) -> str:
+        container.upload_blob(name, data, overwrite=True)
+        return f"az://{container.container_name}/{name}"
+
+    def opener(**kw: Any) -> Any:
+        return AzureOpener(connection_string=azurite.connection_string, backoff=0.01, **kw)
+
+    return Backend("azure", put, opener)
+
+
+@pytest.fixture(scope="module")
 def http_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     from wds_cloud.openers.http.opener import HttpOpener
 
@@ -113,7 +129,7 @@ def ais_backend(ais_server: Any) -> Backend:
     return Backend("ais", put, lambda **kw: AisOpener(endpoint=ais_server.url, backoff=0.01, **kw))
 
 
-@pytest.fixture(params=["s3", "gcs", "http", "ais"])
+@pytest.fixture(params=["s3", "gcs", "azure", "http", "ais"])
 def backend(request: pytest.FixtureRequest) -> Backend:
     b: Backend = request.getfixturevalue(f"{request.param}_backend")
     return b

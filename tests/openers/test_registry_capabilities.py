@@ -16,6 +16,7 @@ from wds_cloud.core.shardopen import tarfile_samples
 from wds_cloud.errors import ConfigError, UnsupportedSchemeError
 from wds_cloud.listing import list_prefixes, list_shards, list_sizes
 from wds_cloud.openers.ais.opener import AisOpener
+from wds_cloud.openers.azure.opener import AzureOpener
 from wds_cloud.openers.capabilities import (
     Creator,
     Lister,
@@ -25,6 +26,7 @@ from wds_cloud.openers.capabilities import (
     is_remote,
 )
 from wds_cloud.openers.gcs.opener import GcsOpener
+from wds_cloud.openers.hf.opener import HfOpener
 from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener
@@ -40,8 +42,10 @@ BUILTIN: dict[type, tuple[set[type], bool]] = {
     LocalOpener: ({Lister, Creator, RangeReader}, False),
     PipeOpener: ({Creator}, False),
     HttpOpener: ({RangeReader, Seekable}, True),
+    HfOpener: ({Lister, SizedLister, RangeReader, Seekable}, True),
     S3Opener: (set(ALL), True),
     GcsOpener: (set(ALL), True),
+    AzureOpener: (set(ALL), True),
     AisOpener: (set(ALL), True),
 }
 SCHEMES = {
@@ -49,9 +53,14 @@ SCHEMES = {
     "pipe": PipeOpener,
     "http": HttpOpener,
     "https": HttpOpener,
+    "hf": HfOpener,
     "s3": S3Opener,
     "gs": GcsOpener,
     "gcs": GcsOpener,
+    "az": AzureOpener,
+    "azure": AzureOpener,
+    "abfs": AzureOpener,
+    "abfss": AzureOpener,
     "ais": AisOpener,
 }
 
@@ -199,6 +208,7 @@ from wds_cloud.openers import (
 )
 from wds_cloud.openers.ais.opener import AisOpener
 from wds_cloud.openers.gcs.opener import GcsOpener
+from wds_cloud.openers.hf.opener import HfOpener
 from wds_cloud.openers.http.opener import HttpOpener
 from wds_cloud.openers.local import LocalOpener
 from wds_cloud.openers.pipe import PipeOpener

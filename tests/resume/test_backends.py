@@ -1,5 +1,5 @@
-"""Resuming mid-epoch over http://, gs:// and ais:// shards, each on its real local server
-(the HTTP file server, fake-gcs-server, the AIStore emulator through the aistore SDK).
+"""Resuming mid-epoch over http://, gs://, az:// and ais:// shards, each on its real local server
+(the HTTP file server, fake-gcs-server, Azurite, the AIStore emulator through the aistore SDK).
 
 - Every sample of the epoch is delivered exactly once across checkpoints, and the shard being
   read at a checkpoint is read again from its offset (``open_at``), not from 0.
@@ -35,6 +35,7 @@ from wds_cloud.openers.registry import OpenerRegistry
 BACKENDS = [
     "http",
     pytest.param("gcs", marks=pytest.mark.gcs),
+    pytest.param("azure", marks=pytest.mark.azure),
     pytest.param("ais", marks=pytest.mark.ais),
 ]
 
@@ -99,6 +100,28 @@ def _gcs(server: Any) -> Iterator[Backend]:
             blob.delete()
 
 
+def _azure(server: Any) -> Iterator[Backend]:
+    from wds_cloud.openers.azure.opener import AzureOpener
+
+    container = server.container(f"resume-{id(server)}")
+
+    def opener(cls: type, base: str) -> Any:
+        endpoint = f"{base}/{server.account}"
+        return cls(account_name=server.account, account_key=server.key, endpoint=endpoint)
+
+    try:
+        yield Backend(
+            "az",
+            server.port,
+            lambda name, data: container.upload_blob(name, data, overwrite=True) and None,
+            lambda name, base: f"az://{container.container_name}/{name}",
+            opener,
+            AzureOpener,
+        )
+    finally:
+        container.delete_container()
+
+
 def _ais(emu: Any) -> Iterator[Backend]:
     from wds_cloud.openers.ais.opener import AisOpener
 
@@ -120,6 +143,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         yield from _http(tmp_path)
     elif name == "gcs":
         yield from _gcs(request.getfixturevalue("fake_gcs"))
+    elif name == "azure":
+        yield from _azure(request.getfixturevalue("azurite"))
     else:
         yield from _ais(request.getfixturevalue("ais_emulator"))
 

@@ -18,6 +18,7 @@ import logging
 import os
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ import pytest
 import wds_cloud
 from tests.s3.conftest import ACCESS_KEY, REGION, SECRET_KEY, make_config
 from tests.support import tarbuild
+from tests.support.faulty_proxy import FaultyProxy
 from tests.support.http_server import HttpFileServer
 from wds_cloud.errors import (
     ConfigError,
@@ -270,12 +272,129 @@ def ais_case(request: pytest.FixtureRequest, probe: Probe) -> None:
     )
 
 
+def azure_case(request: pytest.FixtureRequest, probe: Probe) -> None:
+    import datetime
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    from wds_cloud.openers.azure.opener import AzureConfig, AzureOpener
+
+    server = request.getfixturevalue("azurite")
+    container = server.container(f"leaks-{os.getpid()}-{len(probe.texts)}")
+    container.upload_blob("good.tar", good_shard())
+    container.upload_blob("corrupt.tar", CORRUPT)
+    sas = generate_container_sas(
+        server.account,
+        container.container_name,
+        account_key=server.key,
+        permission=ContainerSasPermissions(read=True, list=True),
+        expiry=datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1),
+    )
+    sig = dict(p.split("=", 1) for p in sas.split("&"))["sig"]
+    wrong_key = "QVpVUkUtV1JPTkctMDA0MQ" + "A" * 66  # base64 of "AZURE-WRONG-0041"...
+    # the key, its URL-encoded SAS signature (as sent) and its raw form, a wrong key
+    probe.secrets += [server.key, sig, urllib.parse.unquote(sig), wrong_key]
+    account = {"account_name": server.account, "endpoint": server.endpoint, "retries": 0}
+    opener = AzureOpener(AzureConfig(account_key=server.key, **account))
+    by_string = AzureOpener(connection_string=server.connection_string, retries=0)
+    by_sas = AzureOpener(AzureConfig(sas_token=sas, **account))
+    wrong = AzureOpener(AzureConfig(account_key=wrong_key, **account))
+    url = f"az://{container.container_name}"
+    probe.fails("not found", lambda: read_all(f"{url}/missing.tar", "az", by_string))
+    probe.fails("sas not found", lambda: read_all(f"{url}/missing.tar", "az", by_sas))
+    probe.fails("open error", lambda: read_all(f"{url}/good.tar", "az", wrong))
+    probe.fails("corrupt", lambda: read_all(f"{url}/corrupt.tar", "az", opener))
+    probe.fails("corrupt sas", lambda: read_all(f"{url}/corrupt.tar", "az", by_sas))
+    # resumes log the error of each dropped connection: the SAS travels in the query string
+    proxy = FaultyProxy(server.port, cut_after=3000, first=4, reset=True).start()
+    request.addfinalizer(proxy.stop)
+    cut = AzureOpener(
+        AzureConfig(
+            sas_token=sas,
+            account_name=server.account,
+            endpoint=f"{proxy.url}/{server.account}",
+            backoff=0.0,
+        )
+    )
+    probe.runs("dropped", lambda: read_all(f"{url}/good.tar", "az", cut))
+    # requests names the URL it could not reach, SAS query included
+    away = AzureOpener(
+        AzureConfig(sas_token=sas, account_name="a", endpoint="http://127.0.0.1:9/a", retries=0)
+    )
+    probe.fails("unreachable", lambda: read_all(f"{url}/good.tar", "az", away))
+    probe.fails("upload", lambda: write_one("az://no-such-container/o-%04d.tar", "az", opener))
+    probe.fails("sas upload", lambda: write_one(f"{url}/o-%04d.tar", "az", by_sas))
+    probe.fails("list", lambda: by_sas.list("az://no-such-container/"))
+    bad_string = server.connection_string.replace("AccountKey=", "AccountKey")
+    probe.fails("config", lambda: AzureOpener(connection_string=bad_string).open(f"{url}/x"))
+    for name, obj in (("AzureOpener", opener), ("sas", by_sas), ("string", by_string.config)):
+        probe.shows(name, obj)
+    probe.shows("account", by_sas.account(f"{url}/good.tar"))
+    env = {"AZURE_STORAGE_CONNECTION_STRING": server.connection_string}
+    probe.cli("string env", "verify", f"{url}/corrupt.tar", f"{url}/missing.tar", env=env)
+    probe.cli("string env", "ls", "--samples", f"{url}/", env=env)
+    env = {
+        "AZURE_STORAGE_ACCOUNT_NAME": server.account,
+        "WDS_CLOUD_AZURE_ENDPOINT": server.endpoint,
+        "AZURE_STORAGE_SAS_TOKEN": sas,
+    }
+    probe.cli("sas env", "verify", f"{url}/corrupt.tar", f"{url}/missing.tar", env=env)
+    probe.cli(
+        "wrong env",
+        "stats",
+        f"{url}/good.tar",
+        env={**env, "AZURE_STORAGE_SAS_TOKEN": "sv=1&sig=" + sig[:-3] + "abc"},
+    )
+
+
+def hf_case(request: pytest.FixtureRequest, probe: Probe) -> None:
+    from tests.support.hub_server import HubServer
+    from wds_cloud.openers.hf.opener import HfConfig, HfOpener
+
+    hub = HubServer(request.getfixturevalue("tmp_path") / "hub").start()
+    request.addfinalizer(hub.stop)
+    for name, data in (("good.tar", good_shard()), ("corrupt.tar", CORRUPT)):
+        hub.add("datasets/org/private", f"train/{name}", data)
+    hub.private.add("datasets/org/private")
+    hub.tokens.add("HF-TOKEN-0041")
+    # the CDN's signed query (X-Amz-Signature=cdn-signature) must never be shown either
+    probe.secrets += ["HF-TOKEN-0041", "HF-WRONG-0042", "cdn-signature"]
+    config = HfConfig(endpoint=hub.endpoint, token="HF-TOKEN-0041")
+    opener = HfOpener(config)
+    wrong = HfOpener(HfConfig(endpoint=hub.endpoint, token="HF-WRONG-0042"))
+    base = "hf://datasets/org/private/train"
+    probe.fails("not found", lambda: read_all(f"{base}/missing.tar", "hf", opener))
+    probe.fails("open error", lambda: read_all(f"{base}/good.tar", "hf", wrong))
+    probe.fails("listing refused", lambda: wds_cloud.list_shards(f"{base}/", registry=_with(wrong)))
+    probe.fails("corrupt", lambda: read_all(f"{base}/corrupt.tar", "hf", opener))
+    hub.cdn.cut_after = 5000
+    probe.runs("dropped", lambda: read_all(f"{base}/good.tar", "hf", opener))
+    hub.cdn.cut_after = None
+    probe.fails("config", lambda: read_all("hf://datasets/org", "hf", opener))
+    probe.fails("upload", lambda: write_one(f"{base}/out-%04d.tar", "hf", opener))
+    probe.shows("HfConfig", config)
+    probe.shows("HfOpener", opener)
+    probe.shows("WebDataset", wds_cloud.WebDataset(f"{base}/good.tar", registry=_with(opener)))
+    env = {"HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "HF-TOKEN-0041"}
+    probe.cli("token env", "verify", f"{base}/corrupt.tar", f"{base}/missing.tar", env=env)
+    probe.cli("token env", "ls", "--samples", f"{base}/", env=env)
+    probe.cli("wrong token", "stats", f"{base}/good.tar", env={**env, "HF_TOKEN": "HF-WRONG-0042"})
+
+
+def _with(opener: Any) -> OpenerRegistry:
+    registry = OpenerRegistry()
+    registry.register("hf", opener, override=True)
+    return registry
+
+
 EVERY_CLASS = {ShardNotFoundError, ShardOpenError, ShardReadError, UploadError, ConfigError}
 CASES = {  # backend: (scenario, error classes it triggers; http has no uploads)
     "http+pipe": (http_case, EVERY_CLASS - {UploadError}),
     "s3": (s3_case, EVERY_CLASS),
     "gcs": (gcs_case, EVERY_CLASS),
     "ais": (ais_case, EVERY_CLASS),
+    "azure": (azure_case, EVERY_CLASS),
+    "hf": (hf_case, EVERY_CLASS - {UploadError}),
 }
 
 

@@ -6,6 +6,8 @@ Usage::
         Client(cluster.endpoint)               # http://127.0.0.1:<port>
     with Cluster(authn=True) as cluster:
         cluster.token_for("reader")            # a JWT that may read and list, nothing more
+    with Cluster(aws=AwsBackend(port, key, secret)) as cluster:
+        ...                                    # s3://b/k as ais://b/k?provider=aws, from port
 
     python -m tests.servers.aistore up [--authn]   # prints AIS_ENDPOINT=..., runs until Ctrl-C
     python -m tests.servers.aistore build          # only build (or find) the binaries
@@ -15,7 +17,9 @@ user extended attributes (targets keep object metadata in them; tmpfs may lack t
 checked before anything starts. The nodes and AuthN run in a private network namespace
 (:mod:`tests.servers.netns`: AIStore 5.0 listens on every interface for its public port, AuthN
 always does), and only their public ports are relayed to the host's ``127.0.0.1``, each with
-the same number, so the proxy's redirects to targets work unchanged. Every process the cluster
+the same number, so the proxy's redirects to targets work unchanged; an AWS backend's S3
+server on the host is reached from inside through :meth:`PrivateNetwork.reach`. Every process
+the cluster
 starts is stopped by its PID on exit (SIGTERM, then SIGKILL); logs stay in the directory and
 :meth:`Cluster.logs_tail` quotes them.
 """
@@ -46,6 +50,8 @@ from tests.servers.aistore_build import (
 from tests.servers.aistore_config import (
     AUTHN_PORT,
     READ_ONLY_ACCESS,
+    S3_INNER_PORT,
+    AwsBackend,
     Node,
     authn_config,
     cluster_config,
@@ -54,6 +60,7 @@ from tests.servers.aistore_config import (
 from tests.servers.netns import NamespaceUnavailable, PrivateNetwork, stop_process
 
 __all__ = [
+    "AwsBackend",
     "BinariesUnavailable",
     "Cluster",
     "ClusterStartError",
@@ -103,6 +110,7 @@ class Cluster:
 
     Args:
         authn: also run AuthN and make the cluster require its tokens (HMAC, one shared secret).
+        aws: enable the ``aws`` backend, pointed at this S3 server of the host instead of AWS.
         workdir: directory for configs, logs and data (a new temporary one when None). It is
             left in place on exit, logs included.
         binaries: the binaries to run (:func:`ensure_binaries` when None).
@@ -121,6 +129,7 @@ class Cluster:
         self,
         *,
         authn: bool = False,
+        aws: AwsBackend | None = None,
         workdir: str | os.PathLike[str] | None = None,
         binaries: Paths | None = None,
         targets: int = 2,
@@ -128,6 +137,7 @@ class Cluster:
         startup_timeout: float = 120.0,
     ) -> None:
         self.authn = authn
+        self.aws = aws
         self.workdir = Path(workdir) if workdir is not None else None
         self.binaries = binaries
         self.n_targets = targets
@@ -182,6 +192,8 @@ class Cluster:
             root = self.root / name
             self.nodes.append(Node(name, role, port, 9080 + i, 10080 + i, root, self.n_mountpaths))
         authn_port = net.forward(AUTHN_PORT) if self.authn else None
+        if self.aws is not None:
+            net.reach(self.aws.port, S3_INNER_PORT)
         net.start()
         self.endpoint = self.nodes[0].url
 
@@ -190,7 +202,9 @@ class Cluster:
             self.authn_url = f"http://127.0.0.1:{authn_port}"
             self._start_authn(paths, secret)
         shared = self.root / "ais.json"
-        shared.write_text(json.dumps(cluster_config(self.endpoint, auth_secret=secret), indent=1))
+        config = cluster_config(self.endpoint, auth_secret=secret, aws=self.aws is not None)
+        shared.write_text(json.dumps(config, indent=1))
+        node_env = self.aws.environ(self.root) if self.aws is not None else None
         for node in self.nodes:
             for path in (node.root / "conf", node.log_dir):
                 path.mkdir(parents=True, exist_ok=True)
@@ -200,7 +214,7 @@ class Cluster:
             args.append(f"-role={node.role}")
             if node.role == "proxy":
                 args.append(f"-ntargets={self.n_targets}")
-            self._spawn(node.name, args, node.root)
+            self._spawn(node.name, args, node.root, node_env)
         self._wait_ready()
 
     def _spawn(
@@ -208,8 +222,13 @@ class Cluster:
     ) -> None:
         """Start ``args`` inside the namespace, output to ``<cwd>/stdout.log``."""
         assert self._net is not None
-        # AIS_* variables of the caller (an endpoint, a token, a key) must not reach the servers
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("AIS_")}
+        # AIS_* variables of the caller (an endpoint, a token, a key) must not reach the servers,
+        # nor its AWS_* and S3_ENDPOINT (an aws backend gets its own, see AwsBackend)
+        clean = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AIS_", "AWS_")) and k != "S3_ENDPOINT"
+        }
         clean.update(env or {})
         with open(cwd / "stdout.log", "ab") as out:
             self._processes[name] = subprocess.Popen(

@@ -17,6 +17,13 @@ from typing import Any
 
 #: AuthN's fixed port inside the cluster's private network namespace
 AUTHN_PORT = 52001
+#: the port inside the namespace that leads to the S3 server of an AWS backend
+#: (:meth:`tests.servers.netns.PrivateNetwork.reach`)
+S3_INNER_PORT = 52002
+#: AIStore's cluster feature flag ``S3-Use-Path-Style`` (bit 14 of ``cmn/feat/feat.go``,
+#: v1.5.0): S3 requests as ``http://host/BUCKET/KEY``, which a local S3 server needs (the
+#: virtual-hosted ``BUCKET.host`` does not resolve); buckets inherit it
+FEATURE_S3_PATH_STYLE = 1 << 14
 
 # ACL bits of AIStore's api/apc/access.go: object GET, HEAD; bucket HEAD, list; list buckets
 # and show cluster
@@ -26,6 +33,42 @@ _ACE_LIST_BUCKETS, _ACE_SHOW_CLUSTER = 1 << 12, 1 << 13
 READ_ONLY_ACCESS = (
     _ACE_GET | _ACE_OBJ_HEAD | _ACE_BCK_HEAD | _ACE_OBJ_LIST | _ACE_LIST_BUCKETS | _ACE_SHOW_CLUSTER
 )
+
+
+@dataclass(frozen=True)
+class AwsBackend:
+    """An S3 server on the host that the cluster's ``aws`` backend uses instead of AWS.
+
+    AIStore v1.5.0 (``ais/backend/aws.go``) takes the endpoint from ``S3_ENDPOINT`` (a bucket's
+    ``extra.aws.endpoint`` would win), the credentials and region through the AWS SDK's
+    default chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_REGION``), and
+    path-style addressing from the feature flag :data:`FEATURE_S3_PATH_STYLE`.
+
+    Attributes:
+        port: the S3 server's port on the host's ``127.0.0.1``.
+        access_key: its access key.
+        secret_key: its secret key.
+        region: the region to sign for.
+    """
+
+    port: int
+    access_key: str
+    secret_key: str
+    region: str = "us-east-1"
+
+    def environ(self, root: Path) -> dict[str, str]:
+        """The variables every node starts with; shared AWS config files are pointed at
+        ``root/aws-none`` (absent), so none of the host's profiles applies."""
+        none = str(root / "aws-none")
+        return {
+            "S3_ENDPOINT": f"http://127.0.0.1:{S3_INNER_PORT}",
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": self.region,
+            "AWS_CONFIG_FILE": none,
+            "AWS_SHARED_CREDENTIALS_FILE": none,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
 
 
 @dataclass(frozen=True)
@@ -61,20 +104,24 @@ class Node:
         return self.root / "log"
 
 
-def cluster_config(primary_url: str, *, auth_secret: str | None = None) -> dict[str, Any]:
+def cluster_config(
+    primary_url: str, *, auth_secret: str | None = None, aws: bool = False
+) -> dict[str, Any]:
     """The initial cluster configuration every node starts with.
 
     Args:
         primary_url: the primary proxy's public URL.
         auth_secret: with a value, clients must present a JWT signed with this HMAC secret
             (HS256, the secret AuthN signs with); without, no client authentication.
+        aws: enable the ``aws`` backend (the binary is built with ``-tags aws``), with
+            path-style S3 addressing (:class:`AwsBackend` says where it points).
     """
     auth: dict[str, Any] = {"client_auth_required": auth_secret is not None}
     if auth_secret is not None:
         auth["signature"] = {"method": "HS256", "key": auth_secret}
     return {
         "auth": auth,
-        "backend": {},
+        "backend": {"aws": {}} if aws else {},
         "proxy": {"primary_url": primary_url, "original_url": primary_url, "discovery_url": ""},
         "net": {
             "l4": {"proto": "tcp", "sndrcv_buf_size": 131072},
@@ -112,7 +159,7 @@ def cluster_config(primary_url: str, *, auth_secret: str | None = None) -> dict[
             "min_pct_total": 0,
             "min_pct_free": 0,
         },
-        "features": "0",
+        "features": str(FEATURE_S3_PATH_STYLE if aws else 0),
         "versioning": {"enabled": True, "validate_warm_get": False},
         "resilver": {"enabled": True},
         "distributed_sort": {

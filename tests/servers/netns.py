@@ -9,6 +9,11 @@ holds listening sockets made here on ``127.0.0.1`` (passed as inherited file des
 copies each accepted connection to a port on the namespace's loopback. Servers join the
 namespace with ``nsenter`` (:meth:`PrivateNetwork.command`).
 
+The other way round, :meth:`PrivateNetwork.reach` lets servers inside reach a server of the
+host (an AIStore target its S3 backend): the relay also listens on a port of the namespace's
+loopback and carries each connection over a Unix socket (a path in the filesystem, which both
+namespaces share) to a thread of this process, which connects to the host's ``127.0.0.1``.
+
 Needs ``unshare`` and ``nsenter`` (util-linux) and either root or unprivileged user
 namespaces; :class:`NamespaceUnavailable` says which part failed.
 
@@ -17,7 +22,9 @@ Run as a script, this module is the relay: ``netns.py FD:PORT [FD:PORT ...]``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
 import os
 import selectors
 import shutil
@@ -28,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -51,6 +59,8 @@ class PrivateNetwork:
     def __init__(self, log_path: Path) -> None:
         self.log_path = log_path
         self._listeners: list[tuple[socket.socket, int]] = []
+        self._reached: list[tuple[int, int]] = []  # (host port, port inside)
+        self._bridges: list[socket.socket] = []
         self._process: subprocess.Popen[str] | None = None
         self._user_ns = os.geteuid() != 0
 
@@ -70,6 +80,28 @@ class PrivateNetwork:
         port = int(sock.getsockname()[1])
         self._listeners.append((sock, port if inner_port is None else inner_port))
         return port
+
+    def reach(self, host_port: int, inner_port: int) -> None:
+        """Make ``127.0.0.1:inner_port`` inside the namespace lead to ``127.0.0.1:host_port``
+        of the host (call before :meth:`start`)."""
+        self._reached.append((host_port, inner_port))
+
+    def _bridge(self, host_port: int, inner_port: int) -> str:
+        """Listen on a Unix socket next to the log for the relay's connections to
+        ``inner_port``; each is carried to the host's ``127.0.0.1:host_port``. Returns the
+        socket's path."""
+        path = str(self.log_path.with_name(f"reach-{inner_port}.sock"))
+        if len(path.encode()) > 100:  # sun_path holds 108 bytes
+            raise NamespaceUnavailable(f"the Unix socket path {path!r} is too long")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(128)
+        self._bridges.append(listener)
+        connect = functools.partial(_connect_tcp, host_port)
+        threading.Thread(target=_serve, args=(listener, connect), daemon=True).start()
+        return path
 
     @property
     def pid(self) -> int:
@@ -102,6 +134,7 @@ class PrivateNetwork:
             unshare += ["--user", "--map-root-user"]
         fds = [sock.fileno() for sock, _ in self._listeners]
         spec = [f"{sock.fileno()}:{port}" for sock, port in self._listeners]
+        spec += [f"{inner}={self._bridge(host, inner)}" for host, inner in self._reached]
         log = open(self.log_path, "ab")
         try:
             self._process = subprocess.Popen(
@@ -136,6 +169,14 @@ class PrivateNetwork:
             stop_process(process, timeout)
             if process.stdout is not None:
                 process.stdout.close()
+        bridges, self._bridges = self._bridges, []
+        for listener in bridges:
+            path = listener.getsockname()
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes its accept loop, which ends
+            listener.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def stop_process(process: subprocess.Popen[Any], timeout: float) -> None:
@@ -182,9 +223,24 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
                 pass
 
 
-def _relay(client: socket.socket, port: int) -> None:
+def _connect_tcp(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def _connect_unix(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5)
     try:
-        upstream = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _relay(client: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    try:
+        upstream = connect()
     except OSError:
         client.close()  # nothing listens yet: the caller sees a closed connection and retries
         return
@@ -192,7 +248,8 @@ def _relay(client: socket.socket, port: int) -> None:
     # each side's writes go out at once, as they would without the relay: with Nagle on, a
     # reply's body waits behind its unacknowledged headers for the peer's delayed ACK
     for sock in (client, upstream):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
     back.start()
     _pump(client, upstream)
@@ -201,25 +258,45 @@ def _relay(client: socket.socket, port: int) -> None:
     upstream.close()
 
 
+def _serve(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    """Relay every connection ``listener`` accepts to ``connect()``, until it is closed."""
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return  # shut down by PrivateNetwork.stop()
+        threading.Thread(target=_relay, args=(client, connect), daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
-    """Relay ``FD:PORT`` listeners (inherited) to ``127.0.0.1:PORT`` in this namespace."""
+    """Relay ``FD:PORT`` listeners (inherited) to ``127.0.0.1:PORT`` in this namespace, and
+    ``PORT=PATH`` (:meth:`PrivateNetwork.reach`): listen on ``127.0.0.1:PORT`` here and relay
+    to the Unix socket ``PATH``."""
     _loopback_up()
     selector = selectors.DefaultSelector()
-    listeners: dict[int, tuple[socket.socket, int]] = {}
+    listeners: dict[int, tuple[socket.socket, Callable[[], socket.socket]]] = {}
     for item in argv:
-        fd, port = (int(part) for part in item.split(":"))
-        listeners[fd] = (socket.socket(fileno=fd), port)
+        if "=" in item:
+            port_text, path = item.split("=", 1)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", int(port_text)))
+            sock.listen(128)
+            listeners[sock.fileno()] = (sock, functools.partial(_connect_unix, path))
+        else:
+            fd, port = (int(part) for part in item.split(":"))
+            listeners[fd] = (socket.socket(fileno=fd), functools.partial(_connect_tcp, port))
+    for fd in listeners:
         selector.register(fd, selectors.EVENT_READ)
     print(_READY, flush=True)
     while True:
         for key, _ in selector.select():
-            listener, port = listeners[key.fd]
+            listener, connect = listeners[key.fd]
             try:
                 client, _ = listener.accept()
             except OSError:
                 time.sleep(0.01)
                 continue
-            threading.Thread(target=_relay, args=(client, port), daemon=True).start()
+            threading.Thread(target=_relay, args=(client, connect), daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ def remove_dirs(made: list[str]) -> list[str]:
 
 
 def remove_url(url: str) -> None:
-    """Delete one committed shard (a local file, or an ``s3://``, ``gs://``, ``ais://`` object).
+    """Delete one committed shard (a local file, or an ``s3://``, ``gs://``, ``az://``, ``ais://``
+    object).
 
     Raises:
         OSError: the local file cannot be removed.
@@ -67,6 +68,11 @@ def remove_url(url: str) -> None:
 
         parsed = parse_object_url(url)
         opener.client(url).bucket(parsed.bucket).blob(parsed.key).delete()
+    elif scheme in ("az", "azure", "abfs", "abfss"):
+        from wds_cloud.openers.azure.config import parse_blob_url
+
+        blob = parse_blob_url(url)
+        opener.service(url).get_blob_client(blob.container, blob.key).delete_blob()
     elif scheme == "ais":
         target = opener.target(url)
         opener.client().bucket(target.bucket, provider=target.provider).object(target.name).delete()

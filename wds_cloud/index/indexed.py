@@ -19,20 +19,27 @@ from __future__ import annotations
 
 import bisect
 import logging
-import mmap
 import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple
 
+from wds_cloud.core.handlers import Handler
 from wds_cloud.core.tarheader import BLOCK, is_member_header
-from wds_cloud.errors import ConfigError, SampleError, ShardNotFoundError, ShardReadError
-from wds_cloud.index.build import load_shard_index, scan_shard
+from wds_cloud.errors import (
+    ConfigError,
+    SampleError,
+    ShardError,
+    ShardReadError,
+)
 from wds_cloud.index.format import IdxSample, ShardIndex, idx_url
+from wds_cloud.index.loading import load_indexes, local_file
+from wds_cloud.index.mmaps import MemoryMaps
 from wds_cloud.listing import resolve_spec
-from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
+from wds_cloud.openers.capabilities import RangeRequest
+from wds_cloud.openers.registry import OpenerRegistry, default_registry
+from wds_cloud.openers.streams.batchread import BatchConfig, read_batch
 from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -40,35 +47,25 @@ log = logging.getLogger(__name__)
 _COMPRESSED = (".gz", ".tgz", ".bz2", ".xz")
 
 
-class _Handles:
-    """Memory maps of local (or cached) shard files of this process, least recently used
-    closed first."""
+class _Plan(NamedTuple):
+    """What one sample needs: its shard, key and members, and bytes ``first .. end`` (from
+    the first member's tar header to the last member's end)."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
-        self.pid = os.getpid()
-        self._maps: OrderedDict[str, mmap.mmap] = OrderedDict()
-        self._lock = threading.Lock()
+    shard: int
+    url: str
+    key: str
+    members: IdxSample
+    first: int
+    end: int
 
-    def get(self, path: str) -> mmap.mmap:
-        with self._lock:
-            mapped = self._maps.get(path)
-            if mapped is not None:
-                self._maps.move_to_end(path)
-                return mapped
-            with open(path, "rb") as f:
-                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            self._maps[path] = mapped
-            while len(self._maps) > self.limit:
-                _, old = self._maps.popitem(last=False)
-                old.close()
-            return mapped
 
-    def close(self) -> None:
-        with self._lock:
-            for mapped in self._maps.values():
-                mapped.close()
-            self._maps.clear()
+class _Span(NamedTuple):
+    """Bytes holding a sample: ``data[i]`` is shard byte ``base + i``; ``path`` is the local
+    file (``__local_path__``) when they are a memory map."""
+
+    data: Any
+    base: int
+    path: str | None
 
 
 class IndexedWebDataset:
@@ -88,13 +85,19 @@ class IndexedWebDataset:
         cache_size: bound of the cache in bytes (least recently used evicted).
         max_open: memory-mapped files kept open per process (least recently used closed).
         workers: threads that load (or build) the shard indexes at construction.
+        handler: what :meth:`get_batch` (and ``__getitems__``, which ``DataLoader`` calls)
+            does with a sample it cannot read: None raises; a handler returning True skips
+            and counts it (``wds.ignore_and_continue``). ``ds[i]`` always raises.
+        batch: how batches of remote samples are read (:class:`BatchConfig`: reads in
+            flight, coalescing gap and span, batches read ahead), or a dict of its fields;
+            None fields come from ``WDS_CLOUD_BATCH_*`` or the defaults, read here.
         **read_options: passed to the backend's ``read_range`` (``headers=`` for HTTP, ...).
 
     Raises:
         ShardNotFoundError: a shard has no index (and ``build_missing`` is False).
         ShardReadError: an index is malformed, or the dataset JSON's sample count for a
             shard disagrees with its index.
-        ConfigError: compressed shards (offsets describe the uncompressed tar), no shards.
+        ConfigError: compressed shards, a bad ``batch`` setting (offsets describe the uncompressed tar), no shards.
     """
 
     def __init__(
@@ -108,10 +111,16 @@ class IndexedWebDataset:
         cache_size: int | None = None,
         max_open: int = 16,
         workers: int = 16,
+        handler: Handler | None = None,
+        batch: BatchConfig | dict[str, Any] | None = None,
         **read_options: Any,
     ) -> None:
         super().__init__()
         self.registry = registry
+        self.handler = handler
+        if isinstance(batch, dict):
+            batch = BatchConfig(**batch)
+        self.batch: BatchConfig = (batch or BatchConfig()).resolved()
         self.transform = transform
         self.cache_dir = cache_dir
         self.cache_size = cache_size
@@ -129,7 +138,7 @@ class IndexedWebDataset:
                     "shards uncompressed for random access"
                 )
         self.urls: list[str] = list(urls)
-        self.indexes: list[ShardIndex] = _load_indexes(
+        self.indexes: list[ShardIndex] = load_indexes(
             self.urls, reg, build_missing=build_missing, workers=workers, source=source
         )
         for url, index in zip(self.urls, self.indexes, strict=True):
@@ -142,8 +151,8 @@ class IndexedWebDataset:
         self.starts: list[int] = [0]
         for index in self.indexes:
             self.starts.append(self.starts[-1] + len(index))
-        self._local: list[str | None] = [_local_file(url) for url in self.urls]
-        self._handles: _Handles | None = None
+        self._local: list[str | None] = [local_file(url) for url in self.urls]
+        self._handles: MemoryMaps | None = None
         self._cache: Any = None
 
     # -- size and lookup ---------------------------------------------------------------------
@@ -166,18 +175,109 @@ class IndexedWebDataset:
         return shard, index - self.starts[shard]
 
     def __getitem__(self, index: int) -> Any:
-        shard, local = self.locate(int(index))
-        key, members = self.indexes[shard].sample(local)
-        url = self.urls[shard]
-        sample = self._read(shard, url, key, members)
+        sample = self._read(self._plan(index))
         return self.transform(sample) if self.transform is not None else sample
+
+    # -- batches -----------------------------------------------------------------------------
+
+    def get_batch(self, indices: Iterable[int], *, handler: Handler | None = None) -> list[Any]:
+        """Samples ``indices``, in the order asked (duplicates included), each exactly
+        ``ds[i]``, read as one batch: slices of memory maps for local shards; for remote
+        ones every sample's byte range at once, through its opener's ``read_batch`` (one
+        AIStore GetBatch request; elsewhere coalesced concurrent ranged reads, see
+        :mod:`wds_cloud.openers.streams.batchread`).
+
+        Args:
+            indices: dataset sample numbers (negative ones count from the end).
+            handler: what to do with a sample that cannot be read (a stale index, a missing
+                or short range, a duplicate member): None (the dataset's ``handler``, by
+                default raise). A handler returning True skips that sample (the batch comes
+                back shorter; the handler counts, e.g. ``wds.ignore_and_continue.count``),
+                False ends the batch before it. When the batch read itself fails and a
+                handler is set, the batch's remote samples are read again one by one, so
+                only the failing ones are handed to it.
+
+        Raises:
+            IndexError: an index out of range (never handed to the handler).
+            ShardReadError: a sample's range cannot be read or its index is stale, naming
+                the URL and offset (without a skipping handler).
+        """
+        handler = handler if handler is not None else self.handler
+        plans: list[_Plan | ShardError] = []
+        for i in indices:
+            try:
+                plans.append(self._plan(i))
+            except ShardError as exc:  # an index entry that cannot be right
+                if handler is None:
+                    raise
+                plans.append(exc)
+        good = [plan for plan in plans if isinstance(plan, _Plan)]
+        spans = iter(self._spans(good, skipping=handler is not None))
+        out: list[Any] = []
+        for plan in plans:
+            try:
+                if isinstance(plan, ShardError):
+                    raise plan
+                span = next(spans)
+                if isinstance(span, ShardError):
+                    raise span
+                sample = self._sample(plan, span)
+            except (ShardError, SampleError) as exc:
+                if handler is None:
+                    raise
+                if handler(exc):
+                    continue
+                break
+            out.append(self.transform(sample) if self.transform is not None else sample)
+        return out
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """:meth:`get_batch`: what torch's ``DataLoader`` calls with a batch of indices (when
+        it batches: ``batch_size=`` or ``batch_sampler=``)."""
+        return self.get_batch(indices)
+
+    def iter_batches(
+        self,
+        batches: Iterable[Sequence[int]],
+        *,
+        readahead: int | None = None,
+        handler: Handler | None = None,
+    ) -> Iterator[list[Any]]:
+        """:meth:`get_batch` of every batch of ``batches``, in order, with the next
+        ``readahead`` batches read while one is consumed: memory holds at most
+        ``readahead + 1`` batches' bytes (never a shard).
+
+        Args:
+            batches: lists of dataset sample numbers.
+            readahead: batches read ahead (None: the ``batch`` setting, 2 by default; 0
+                reads each when asked, in the caller's thread).
+            handler: as for :meth:`get_batch`.
+        """
+        ahead = (self.batch.readahead or 0) if readahead is None else readahead
+        if ahead < 1:
+            for indices in batches:
+                yield self.get_batch(indices, handler=handler)
+            return
+        pending: deque[Future[list[Any]]] = deque()
+        source = iter(batches)
+        with ThreadPoolExecutor(ahead, thread_name_prefix="wds-batch-ahead") as pool:
+            try:
+                for indices in source:
+                    pending.append(pool.submit(self.get_batch, list(indices), handler=handler))
+                    if len(pending) > ahead:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for future in pending:
+                    future.cancel()
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _process_state(self) -> _Handles:
+    def _process_state(self) -> MemoryMaps:
         handles = self._handles
         if handles is None or handles.pid != os.getpid():
-            handles = self._handles = _Handles(self.max_open)
+            handles = self._handles = MemoryMaps(self.max_open)
             self._cache = None
         return handles
 
@@ -207,31 +307,91 @@ class IndexedWebDataset:
                 raise ShardReadError("the shard could not be cached", url=url)
         return str(path)
 
-    def _read(self, shard: int, url: str, key: str, members: IdxSample) -> dict[str, Any]:
-        handles = self._process_state()
+    def _plan(self, index: int) -> _Plan:
+        """What sample ``index`` needs: its shard, key, members and byte span."""
+        shard, local = self.locate(int(index))
+        key, members = self.indexes[shard].sample(local)
+        url = self.urls[shard]
         first = members[0].offset - BLOCK
-        end = max(m.offset + m.size for m in members)
         if first < 0:
             raise self._stale(url, members[0].name, members[0].offset, "offset before the start")
-        path = self._local[shard]
+        end = max(m.offset + m.size for m in members)
+        return _Plan(shard, url, key, members, first, end)
+
+    def _local_span(self, plan: _Plan) -> _Span | None:
+        """The memory map holding ``plan``'s bytes when its shard is a local file (or cached
+        with ``cache_dir``), else None."""
+        path = self._local[plan.shard]
         if path is None and self.cache_dir is not None:
-            path = self._cached_path(url)
-        if path is not None:
-            mapped = handles.get(path)
-            if end > len(mapped):
-                raise self._stale(url, members[-1].name, end, f"the file has {len(mapped)} bytes")
-            span: Any = mapped
-            base = 0
-        else:
+            path = self._cached_path(plan.url)
+        if path is None:
+            return None
+        mapped = self._process_state().get(path)
+        if plan.end > len(mapped):
+            last = plan.members[-1]
+            raise self._stale(plan.url, last.name, plan.end, f"the file has {len(mapped)} bytes")
+        return _Span(mapped, 0, path)
+
+    def _remote_span(self, plan: _Plan) -> _Span:
+        """``plan``'s bytes with one ranged read."""
+        reg = self.registry or default_registry()
+        data = reg.read_range(plan.url, plan.first, plan.end - plan.first, **self.read_options)
+        return _Span(data, plan.first, None)
+
+    def _read(self, plan: _Plan) -> dict[str, Any]:
+        span = self._local_span(plan)
+        return self._sample(plan, span if span is not None else self._remote_span(plan))
+
+    def _spans(self, plans: Sequence[_Plan], *, skipping: bool) -> list[_Span | ShardError]:
+        """The bytes of every plan: local ones mapped, remote ones read as one batch. With
+        ``skipping``, a failed batch read is repeated one sample at a time and each failure
+        is returned in its place instead of raised."""
+        spans: list[_Span | ShardError | None] = []
+        remote: list[int] = []
+        for i, plan in enumerate(plans):
+            span: _Span | ShardError | None
+            try:
+                span = self._local_span(plan)
+            except ShardError as exc:
+                if not skipping:
+                    raise
+                span = exc
+            spans.append(span)
+            if span is None:
+                remote.append(i)
+        if remote:
+            requests = [
+                RangeRequest(plans[i].url, plans[i].first, plans[i].end - plans[i].first)
+                for i in remote
+            ]
             reg = self.registry or default_registry()
-            span = reg.read_range(url, first, end - first, **self.read_options)
-            base = first
+            try:
+                blobs = read_batch(reg, requests, self.batch, **self.read_options)
+            except ShardError:
+                if not skipping:
+                    raise
+                for i in remote:
+                    try:
+                        spans[i] = self._remote_span(plans[i])
+                    except ShardError as exc:
+                        spans[i] = exc
+            else:
+                for i, blob in zip(remote, blobs, strict=True):
+                    spans[i] = _Span(blob, plans[i].first, None)
+        done = [span for span in spans if span is not None]
+        assert len(done) == len(plans)
+        return done
+
+    def _sample(self, plan: _Plan, span: _Span) -> dict[str, Any]:
+        """The sample dict of ``plan`` from ``span``, every member's tar header checked."""
+        url, key = plan.url, plan.key
+        blob, base = span.data, span.base
         sample: dict[str, Any] = {"__key__": key, "__url__": url}
-        if path is not None:
-            sample["__local_path__"] = path
-        for member in members:
+        if span.path is not None:
+            sample["__local_path__"] = span.path
+        for member in plan.members:
             at = member.offset - base
-            if member.offset - BLOCK < first or not is_member_header(span[at - BLOCK : at]):
+            if member.offset - BLOCK < plan.first or not is_member_header(blob[at - BLOCK : at]):
                 raise self._stale(url, member.name, member.offset, "no tar header before it")
             ext = member.ext.lower()
             if ext in sample:
@@ -240,7 +400,7 @@ class IndexedWebDataset:
                     url=url,
                     key=key,
                 )
-            sample[ext] = span[at : at + member.size]
+            sample[ext] = blob[at : at + member.size]
         return sample
 
     @staticmethod
@@ -273,73 +433,6 @@ class IndexedWebDataset:
             f"{type(self).__name__}({len(self)} samples in {len(self.urls)} shards, "
             f"first={first!r})"
         )
-
-
-def _local_file(url: str) -> str | None:
-    if url_scheme(url) != "file" or url == "-":
-        return None
-    from wds_cloud.openers.local import url_to_path
-
-    return url_to_path(url)
-
-
-def _load_indexes(
-    urls: Sequence[str],
-    registry: OpenerRegistry,
-    *,
-    build_missing: bool,
-    workers: int,
-    source: Any,
-) -> list[ShardIndex]:
-    """The index of every shard, read in parallel; missing ones built or reported."""
-
-    def load(url: str) -> ShardIndex | None:
-        try:
-            return load_shard_index(url, registry=registry)
-        except FileNotFoundError:
-            return None
-
-    with ThreadPoolExecutor(max(1, min(workers, len(urls)))) as pool:
-        found = list(pool.map(load, urls))
-    missing = [url for url, index in zip(urls, found, strict=True) if index is None]
-    if not missing:
-        return [index for index in found if index is not None]
-    spec = source if isinstance(source, str) else " ".join(missing[:3])
-    if not build_missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ShardNotFoundError(
-            f"no index {redact_url(idx_url(missing[0]))} for this shard{more}; build the "
-            f"indexes with: wds-cloud index {redact_url(spec)}   (or pass build_missing=True)",
-            url=missing[0],
-        )
-    log.warning(
-        "IndexedWebDataset: %d of %d shards have no index; building them now (each is read "
-        "once) and writing <shard>.idx beside them where possible; next time, build them ahead "
-        "with: wds-cloud index %s",
-        len(missing),
-        len(urls),
-        redact_url(spec),
-    )
-
-    def build(url: str) -> ShardIndex:
-        scan = scan_shard(url, registry=registry)
-        if scan.idx is None:
-            assert scan.problem is not None
-            raise scan.problem
-        try:
-            from wds_cloud.openers.registry import open_sink
-
-            with open_sink(idx_url(url), registry) as sink:
-                sink.write(scan.idx)
-        except Exception as exc:  # read-only backend (http), permissions: keep it in memory
-            log.info("could not write %s (%s); using it from memory", redact_url(idx_url(url)), exc)
-        return ShardIndex(scan.idx, url=idx_url(url))
-
-    with ThreadPoolExecutor(max(1, min(workers, len(missing)))) as pool:
-        built = dict(zip(missing, pool.map(build, missing), strict=True))
-    return [
-        index if index is not None else built[url] for url, index in zip(urls, found, strict=True)
-    ]
 
 
 __all__ = ["IndexedWebDataset"]

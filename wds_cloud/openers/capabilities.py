@@ -4,25 +4,27 @@ Every opener has ``open(url, **options)`` (:class:`~wds_cloud.openers.registry.O
 rest is optional, and each optional method is a :class:`typing.Protocol` here (the built-in
 openers that have it in brackets):
 
-- :class:`Lister`: ``list(url) -> list[str]``, the full URLs under a prefix (local, s3, gs, ais);
+- :class:`Lister`: ``list(url) -> list[str]``, the full URLs under a prefix (local, s3, gs, ais,
+  hf);
 - :class:`SizedLister`: ``list_sizes(url) -> list[(url, size or None)]``, the same with the
-  sizes the listing carries (s3, gs, ais);
+  sizes the listing carries (s3, gs, ais, hf);
 - :class:`Creator`: ``create(url) -> writer`` whose ``close()`` commits (local, pipe, s3, gs,
   ais);
 - :class:`RangeReader`: ``read_range(url, offset, length) -> bytes`` with one request (local,
-  http, s3, gs, ais);
-- :class:`Seekable`: ``open_at(url, offset) -> stream`` from byte ``offset`` (http, s3, gs, ais);
+  http, s3, gs, ais, hf);
+- :class:`Seekable`: ``open_at(url, offset) -> stream`` from byte ``offset`` (http, s3, gs, ais,
+  hf);
 - :class:`BatchReader`: ``read_batch(requests) -> list[bytes]``, many byte ranges (of one or
   many objects) in one call, in the order asked, with whatever the backend does best (one
-  AIStore GetBatch request; coalesced concurrent ranged GETs). A :class:`RangeRequest` is one
-  ``(url, offset, length)``.
+  AIStore GetBatch request on ais; coalesced concurrent ranged GETs on s3, gs, http). A
+  :class:`RangeRequest` is one ``(url, offset, length)``.
 
 ``registry.capability(url, Lister)`` returns the opener of ``url`` typed as a :class:`Lister`
 when it has ``list``, else None; ``isinstance(opener, Lister)`` is the same check on an opener
 in hand. A method that is missing or set to None is absent.
 
 An opener also says whether its streams come over a network: a class attribute
-``remote: bool`` (True on the http, s3, gs and ais openers). The registry reads such streams
+``remote: bool`` (True on the http, s3, gs, ais and hf openers). The registry reads such streams
 ahead in a background thread and opens the next shard early
 (:mod:`wds_cloud.openers.streams.readahead`). An opener without the attribute is taken as
 local (:func:`is_remote`), so a plugin that reads over a network declares ``remote = True``.

@@ -20,8 +20,9 @@ As in webdataset 1.0.2:
   through the registry; register a backend with :func:`~wds_cloud.register_opener` instead,
   which every reader and writer uses, not only ``gopen``.
 
-Not carried over: ``GOPEN_VERBOSE`` and ``USE_AIS_FOR`` (webdataset reads through ``curl``,
-``gsutil`` and ``ais`` commands, wds_cloud through SDKs) and ``GOPEN_BUFFER``.
+Not carried over: ``GOPEN_VERBOSE`` and ``GOPEN_BUFFER`` (webdataset reads through ``curl``,
+``gsutil`` and ``ais`` commands, wds_cloud through SDKs). ``USE_AIS_FOR`` is honoured by the
+registry for reads (:mod:`wds_cloud.openers.ais.route`); writes are not routed.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ boto3, google-cloud-storage, aistore or torch.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from wds_cloud.errors import (
+    ConfigError,
     MissingDependencyError,
     UnsupportedSchemeError,
     UploadError,
@@ -44,13 +46,22 @@ class Opener(Protocol):
 
 C = TypeVar("C")
 
+# USE_AIS_FOR (webdataset's switch): these schemes may be read through AIStore, see get()
+_USE_AIS_FOR = "USE_AIS_FOR"
+_ROUTABLE = frozenset({"s3", "gs", "gcs"})
+
 # scheme -> (lazy target, extra that provides its SDK)
 BUILTIN_OPENERS: dict[str, tuple[str, str | None]] = {
+    "abfs": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
+    "abfss": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
     "ais": ("wds_cloud.openers.ais.opener:AisOpener", "ais"),
+    "az": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
+    "azure": ("wds_cloud.openers.azure.opener:AzureOpener", "azure"),
     "file": ("wds_cloud.openers.local:LocalOpener", None),
     "gcs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
     "gs": ("wds_cloud.openers.gcs.opener:GcsOpener", "gcs"),
     "http": ("wds_cloud.openers.http.opener:HttpOpener", None),
+    "hf": ("wds_cloud.openers.hf.opener:HfOpener", None),
     "https": ("wds_cloud.openers.http.opener:HttpOpener", None),
     "pipe": ("wds_cloud.openers.pipe:PipeOpener", None),
     "s3": ("wds_cloud.openers.s3.opener:S3Opener", "s3"),
@@ -97,6 +108,7 @@ class OpenerRegistry:
         self._resolved: dict[str, Any] = {}
         # (scheme, protocol) -> (the opener asked, its answer), see capability()
         self._capable: dict[tuple[str, type], tuple[Any, bool]] = {}
+        self._routes: dict[str, Any] = {}  # scheme -> AisRoute (USE_AIS_FOR)
         self._lock = threading.Lock()
         if builtins:
             for scheme, (target, extra) in BUILTIN_OPENERS.items():
@@ -170,11 +182,26 @@ class OpenerRegistry:
         ``environment_changed()`` says so: the ``ais://`` opener watches its endpoint and
         token variables), so a refreshed ``AIS_AUTHN_TOKEN`` is used from the next shard on.
 
+        When ``USE_AIS_FOR`` lists ``scheme`` (``s3``, ``gs``), the answer is an
+        :class:`~wds_cloud.openers.ais.route.AisRoute`: reads and listings go through the
+        ``ais`` opener to the AIStore cluster, writes to the scheme's own opener. The
+        variable is read on every call, never at import.
+
         Raises:
             UnsupportedSchemeError: nothing is registered for ``scheme``.
             MissingDependencyError: the backend's SDK is not installed.
+            ConfigError: ``USE_AIS_FOR`` lists ``scheme`` but names no cluster
+                (``AIS_ENDPOINT``), or has a bad value.
         """
         scheme = scheme.lower()
+        if scheme in _ROUTABLE and os.environ.get(_USE_AIS_FOR, "").strip():
+            route = self._ais_route(scheme)
+            if route is not None:
+                return route
+        return self._registered(scheme)
+
+    def _registered(self, scheme: str) -> Any:
+        """The opener registered for ``scheme`` (see :meth:`get`), never routed."""
         opener = self._resolved.get(scheme)
         if opener is not None and not _environment_changed(opener, self._entries.get(scheme)):
             return opener
@@ -186,6 +213,29 @@ class OpenerRegistry:
                 entry = self._load(scheme, entry)
             self._resolved[scheme] = entry
             return entry
+
+    def _ais_route(self, scheme: str) -> Any:
+        """The :class:`~wds_cloud.openers.ais.route.AisRoute` for ``scheme``, or None when
+        ``USE_AIS_FOR`` does not list it (one per scheme and ``ais`` opener, kept)."""
+        from wds_cloud.openers.ais.route import AisRoute, require_endpoint, routed_provider
+
+        provider = routed_provider(scheme)
+        if provider is None:
+            return None
+        if isinstance(self._entries.get("ais"), str):  # the built-in one: from the environment
+            require_endpoint(scheme)
+        try:
+            ais = self._registered("ais")
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{_USE_AIS_FOR} reads {scheme}:// URLs through AIStore, whose settings are "
+                f"bad: {exc}"
+            ) from exc
+        route = self._routes.get(scheme)
+        if route is None or route.ais is not ais or route.provider != provider:
+            direct = functools.partial(self._registered, scheme)
+            route = self._routes[scheme] = AisRoute(ais, scheme, provider, direct)
+        return route
 
     def _load(self, scheme: str, target: str) -> Any:
         module_name, _, attr = target.partition(":")
@@ -291,6 +341,7 @@ class OpenerRegistry:
         self._extras = state["extras"]
         self._resolved = {}
         self._capable = {}
+        self._routes = {}
         self._lock = threading.Lock()
 
     def copy(self) -> OpenerRegistry:

@@ -2,6 +2,7 @@
 
 ``WebDataset``, ``DataPipeline`` and ``FluidWrapper`` are the core classes made torch
 ``IterableDataset`` subclasses; ``WebLoader`` wraps a ``DataLoader`` with the fluid methods.
+``IterableDataset``, ``DataLoader`` and ``TorchTensor`` are torch's, as in ``webdataset.pytorch``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from wds_cloud.pytorch.datasets import (
     with_length,
 )
 from wds_cloud.pytorch.loader import WebLoader
+from wds_cloud.pytorch.torchnames import DataLoader, IterableDataset, TorchTensor
 
 __all__ = [
+    "DataLoader",
     "DataPipeline",
     "FluidWrapper",
     "IndexedWebDataset",
+    "IterableDataset",
     "MockDataset",
+    "TorchTensor",
     "WebDataset",
     "WebLoader",
     "torch_collate",

@@ -286,6 +286,7 @@ def make_loader(
     device: str | torch.device | None = None,
     prefetch_to_device: bool = False,
     raw_map: Callable[[Any], Any] | None = None,
+    order: str = "stream",
     profile: bool | None = None,
     **webdataset_kw: Any,
 ) -> Any:
@@ -318,11 +319,21 @@ def make_loader(
             current one trains (``DevicePrefetcher``); needs ``device``.
         raw_map: a function applied to each raw sample (``bytes`` fields, before the shuffle
             buffer and decode) inside the workers.
+        order: ``"stream"`` (default): read the shards in sequence through shuffle buffers;
+            ``"global"``: every epoch a seeded permutation of all samples of an indexed dataset
+            (``urls``: a dataset JSON or shards with ``.idx``), read a batch at a time and
+            split evenly over ranks, with ``uneven="drop"`` (default) or ``"pad"`` in
+            ``webdataset_kw``; the state is a cursor and resume is elastic (docs/indexes.md,
+            "Global shuffle"). ``shuffle_buffer``, ``shardshuffle`` do not apply;
+            ``epoch_size``, ``resampled`` and ``inner_batch`` are refused.
         profile: measure where the time goes, in the main process and the workers; read it
             with ``loader.profile_report()`` / ``loader.export_trace(path)``
-            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off).
+            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off). Streaming
+            only: ``order="global"`` refuses ``profile=True`` (and ignores the variable, with a
+            warning).
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
-            backend open options such as ``etl=``...).
+            backend open options such as ``etl=``...), or with ``order="global"`` to
+            ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
 
     Returns:
         An iterable of batches with ``set_epoch(n)`` and ``state_dict()``/``load_state_dict()``
@@ -343,6 +354,40 @@ def make_loader(
         raise ConfigError(f"make_loader: num_workers must be >= 0, got {num_workers}")
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
+    if order == "global":
+        if profile:
+            raise ConfigError("make_loader(order='global'): profile=True is for streaming only")
+        if profile_enabled(profile):
+            log.warning(
+                "make_loader(order='global'): WDS_CLOUD_PROFILE is ignored (streaming only)"
+            )
+        if epoch_size is not None or resampled or inner_batch is not None:
+            raise ConfigError(
+                "make_loader(order='global'): epoch_size, resampled and inner_batch apply to "
+                "streaming only; an epoch is one permutation of the dataset"
+            )
+        from wds_cloud.pytorch.globalloader import global_loader
+
+        loader = global_loader(
+            urls,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            seed=seed,
+            decode=decode,
+            to_tuple=to_tuple,
+            map=map,
+            raw_map=raw_map,
+            collate=collate,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+            pin=pin_batch if pin_memory and device is None and torch.cuda.is_available() else None,
+            **webdataset_kw,
+        )
+        if device is not None and (prefetch_to_device or torch.device(device).type != "cpu"):
+            return DevicePrefetcher(loader, torch.device(device), pin_memory=pin_memory)
+        return loader
+    if order != "stream":
+        raise ConfigError(f"make_loader: order must be 'stream' or 'global', got {order!r}")
     dataset = WebDataset(
         urls, shardshuffle=shardshuffle, seed=seed, resampled=resampled, **webdataset_kw
     )

@@ -164,6 +164,10 @@ class AisHandler(BaseHTTPRequestHandler):
             from tests.emulators.ais.xactions import handle_cluster
 
             handle_cluster(self, method, query, self._json_body(body))
+        elif head == "ml" and (tail == "moss" or tail.startswith("moss/")):
+            from tests.emulators.ais.moss import handle_moss
+
+            handle_moss(self, method, tail, query, body)
         elif head == "sort":
             self._dsort(method, "/v1/" + rest, query, body)
         else:

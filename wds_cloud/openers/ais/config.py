@@ -135,6 +135,8 @@ AIS_SETTINGS = ConfigTable(
         Field("page_size", INT, 0, checks=(at_least(0),)),
         Field("part_size", BYTES, 16 << 20, checks=(at_least(1),)),
         *PREFETCH_FIELDS,
+        Field("batch_entries", INT, 1000, checks=(at_least(1),)),
+        Field("batch_bytes", BYTES, 64 << 20, checks=(at_least(1),)),
     ),
 )
 
@@ -166,6 +168,11 @@ class AisConfig:
         prefetch: parallel ranged GETs in flight per stream (``WDS_CLOUD_AIS_PREFETCH``); 0
             streams one GET (:mod:`wds_cloud.openers.streams.prefetch`).
         prefetch_chunk: bytes per ranged GET (``WDS_CLOUD_AIS_PREFETCH_CHUNK``).
+        batch_entries: the most entries one GetBatch request of ``read_batch`` asks for
+            (``WDS_CLOUD_AIS_BATCH_ENTRIES``, default 1000); a longer batch is sent as
+            several requests, one after the other.
+        batch_bytes: the most bytes one GetBatch request asks for (``WDS_CLOUD_AIS_BATCH_BYTES``,
+            default 64 MiB); an entry larger than this gets a request of its own.
         max_backoff: (class attribute) the longest retry delay of reads, 10 s.
     """
 
@@ -184,6 +191,8 @@ class AisConfig:
     part_size: int | None = None
     prefetch: int | None = None
     prefetch_chunk: int | None = None
+    batch_entries: int | None = None
+    batch_bytes: int | None = None
 
     def __repr__(self) -> str:
         from wds_cloud.redact import config_repr

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from wds_cloud.errors import ConfigError, MissingDependencyError, ShardError
+from wds_cloud.openers.ais.batch import read_batch
 from wds_cloud.openers.ais.config import (
     AIS_SETTINGS,
     DEFAULT_ENDPOINT,
@@ -331,6 +332,8 @@ class AisOpener:
             retry_on=fetcher.retry_on,
             explain=fetcher.explain,
         )
+
+    read_batch = read_batch  # many ranges in one GetBatch request (openers/ais/batch.py)
 
     # list ------------------------------------------------------------------------------------
     def list_sizes(self, url: str) -> list[tuple[str, int | None]]:

@@ -34,6 +34,7 @@ from wds_cloud.openers.gcs.errors import DEFAULT_ENDPOINT, translate_error
 from wds_cloud.openers.gcs.read import GcsReader, MediaFetch, read_errors
 from wds_cloud.openers.gcs.retry import media_timeout, request_timeout, sdk_retry
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
+from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connections
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import read_span
 from wds_cloud.settings import reject_unknown_options
@@ -41,6 +42,7 @@ from wds_cloud.urls import ObjectUrl, parse_object_url
 
 try:
     import google.auth
+    import requests.adapters
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.requests import AuthorizedSession
     from google.cloud import storage
@@ -62,7 +64,7 @@ def _require_sdk() -> None:
         raise MissingDependencyError("google-cloud-storage is required for gs:// URLs", extra="gcs")
 
 
-class GcsOpener:
+class GcsOpener(RangeBatchReads):
     """Opens, lists and creates ``gs://`` objects.
 
     Args:
@@ -129,8 +131,13 @@ class GcsOpener:
     def _make_clients(self, url: str) -> tuple[Any, Any]:
         client, credentials = self._make_client(url)
         # Media GETs go through a session of our own on the same credentials (the client's is
-        # private); google-cloud-core builds its session the same way.
-        return client, AuthorizedSession(credentials)
+        # private); google-cloud-core builds its session the same way. Its connection pool
+        # keeps as many connections as a batch read has in flight (requests keeps 10).
+        session = AuthorizedSession(credentials)
+        adapter = requests.adapters.HTTPAdapter(pool_maxsize=max(10, batch_connections()))
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        return client, session
 
     def _make_client(self, url: str) -> tuple[Any, Any]:
         cfg = self.config

@@ -50,6 +50,7 @@ from wds_cloud.openers.http.conn import (
 from wds_cloud.openers.http.errors import explain, status_error
 from wds_cloud.openers.http.read import Pool, first_ranged, read_range
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
+from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connections
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import Opened, ResumableReader, RetryableError
 from wds_cloud.openers.streams.stream import ReadStream
@@ -61,7 +62,7 @@ OPEN_OPTIONS = ("headers",)  # what open(), open_at() and read_range() accept
 __all__ = ["OPEN_OPTIONS", "SCHEMES", "HttpConfig", "HttpOpener"]
 
 
-class HttpOpener:
+class HttpOpener(RangeBatchReads):
     """Streams ``http(s)://`` URLs; see the module docstring.
 
     Args:
@@ -79,7 +80,7 @@ class HttpOpener:
     def client(self) -> Pool:
         """The keep-alive connections of ranged reads of this process (created on first use,
         re-created after a fork)."""
-        return self._client.get(Pool)
+        return self._client.get(lambda: Pool(per_host=max(8, batch_connections())))
 
     def stall_bound(self) -> float:
         """Seconds a read can go without a new byte before it raises (with these settings)."""

@@ -32,6 +32,7 @@ from wds_cloud.openers.s3.config import MIN_PART_SIZE, S3Access, S3Config, split
 from wds_cloud.openers.s3.errors import read_errors, s3_request, translate_error
 from wds_cloud.openers.s3.read import ObjectFetch
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
+from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connections
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
 from wds_cloud.redact import redact_url
@@ -48,7 +49,7 @@ SCHEMES = ("s3",)
 __all__ = ["MIN_PART_SIZE", "SCHEMES", "S3Config", "S3Opener", "split_s3_url", "translate_error"]
 
 
-class S3Opener:
+class S3Opener(RangeBatchReads):
     """Opens, lists and creates ``s3://bucket/key`` objects.
 
     Args:
@@ -116,7 +117,7 @@ class S3Opener:
             s3={"addressing_style": cfg.addressing_style},
             connect_timeout=cfg.connect_timeout,
             read_timeout=read_timeout,
-            max_pool_connections=max(10, 2 * (cfg.prefetch or 0) + 4),
+            max_pool_connections=max(10, 2 * (cfg.prefetch or 0) + 4, batch_connections()),
         )
         return session.client("s3", endpoint_url=cfg.endpoint_url, config=bcfg)
 

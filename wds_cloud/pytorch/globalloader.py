@@ -1,0 +1,203 @@
+"""``make_loader(..., order="global")``: a global shuffle of an indexed dataset, a batch at a
+time, resumed exactly (and elastically) from a cursor (``docs/indexes.md``, "Global shuffle").
+
+The main process plans each rank's batches (:class:`~wds_cloud.index.globalorder.Pass`: lists
+of sample numbers); with ``num_workers > 0`` a ``DataLoader`` hands each list to a worker,
+which reads the batch with :func:`~wds_cloud.index.globalorder.fetch_batch` (the dataset's
+``get_batch``: one coalesced batch read) and runs decode / to_tuple / map and collation on
+it; with ``num_workers=0`` the dataset's ``iter_batches`` reads ``prefetch_factor`` batches
+ahead on threads and this process decodes. ``num_workers * prefetch_factor`` (or
+``prefetch_factor + 1``) batches are in flight, never more. The loader
+counts the batches it hands to the training loop, so its state is exact however far ahead the
+workers read, and the workers (which only fetch) can be any number on resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch.utils.data
+
+from wds_cloud.core.collate import torch_collate
+from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.errors import ConfigError
+from wds_cloud.index.globalorder import (
+    CursorLoop,
+    GlobalBatchSampler,
+    Pass,
+    fetch_batch,
+    iter_fetched,
+)
+from wds_cloud.pytorch.datasets import IndexedWebDataset
+
+__all__ = ["BatchReader", "GlobalLoader", "global_loader"]
+
+#: ``WebDataset`` options that only mean something when streaming shards
+_STREAM_ONLY = ("nodesplitter", "workersplitter", "empty_check")
+
+
+class BatchReader(torch.utils.data.Dataset[Any]):
+    """A map-style dataset whose ``__getitems__`` reads a whole batch with ``fetch_batch``
+    and passes the samples through ``stages`` (curried pipeline stages: decode, to_tuple, map),
+    in the worker that fetches it.
+
+    Args:
+        dataset: the indexed dataset.
+        stages: each ``stage(iterator) -> iterator``, applied in order.
+    """
+
+    def __init__(self, dataset: Any, stages: Iterable[Callable[[Any], Any]] = ()) -> None:
+        self.dataset = dataset
+        self.stages = list(stages)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def process(self, samples: list[Any]) -> list[Any]:
+        """A batch's samples through the stages."""
+        out: Any = iter(samples)
+        for stage in self.stages:
+            out = stage(out)
+        return list(out)
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        return self.process(fetch_batch(self.dataset, indices))
+
+    def __getitem__(self, index: int) -> Any:
+        got = self.__getitems__([index])
+        if not got:
+            raise KeyError(f"sample {index} was dropped by the pipeline (a map returned None)")
+        return got[0]
+
+
+class _PassSampler:
+    """The ``batch_sampler`` of the loader's ``DataLoader``: the index lists of the pass the
+    loader set last."""
+
+    def __init__(self) -> None:
+        self.plan: Pass | None = None
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.plan) if self.plan is not None else iter(())
+
+    def __len__(self) -> int:
+        return len(self.plan) if self.plan is not None else 0
+
+
+class GlobalLoader(CursorLoop):
+    """Batches of an indexed dataset in the global order of a :class:`GlobalBatchSampler`.
+
+    Each ``iter()`` reads this rank's batches from the cursor to the end of the epoch (then the
+    next ``iter()`` starts the next epoch); ``len()`` is their number. ``state_dict()`` (about
+    100 bytes; the same on every rank at the same step, no collective) and
+    ``load_state_dict()`` resume exactly, with any number of ranks and workers.
+
+    Args:
+        reader: the :class:`BatchReader` (dataset and per-sample stages).
+        sampler: the order and the split over ranks.
+        num_workers, prefetch_factor, persistent_workers: as ``DataLoader``'s; with no workers
+            ``prefetch_factor`` batches are read ahead (``iter_batches``).
+        collate: collation of each batch's samples.
+        pin: a function pinning a batch, or None (workers: ``DataLoader(pin_memory=True)``).
+    """
+
+    def __init__(
+        self,
+        reader: BatchReader,
+        sampler: GlobalBatchSampler,
+        *,
+        num_workers: int = 0,
+        prefetch_factor: int = 2,
+        persistent_workers: bool = False,
+        collate: Callable[[list[Any]], Any] = torch_collate,
+        pin: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.reader = reader
+        self.sampler = sampler
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.collate = collate
+        self.pin = pin
+        self._source = _PassSampler()
+        self.loader: torch.utils.data.DataLoader[Any] | None = None
+        if num_workers > 0:
+            self.loader = torch.utils.data.DataLoader(
+                reader,
+                batch_sampler=self._source,
+                num_workers=num_workers,
+                collate_fn=collate,
+                prefetch_factor=prefetch_factor,
+                persistent_workers=persistent_workers,
+                pin_memory=pin is not None,
+            )
+
+    def _finish(self, samples: list[Any]) -> Any:
+        batch = self.collate(self.reader.process(samples))
+        return self.pin(batch) if self.pin is not None else batch
+
+    def __iter__(self) -> Iterator[Any]:
+        plan = self.sampler.current_pass()
+        if self.loader is None:
+            fetched = iter_fetched(self.reader.dataset, plan, self.prefetch_factor)
+            return self.deliver(plan, map(self._finish, fetched))
+        self._source.plan = plan
+        return self.deliver(plan, self.loader if len(plan) else ())
+
+
+def global_loader(
+    urls: str | Iterable[str],
+    *,
+    batch_size: int,
+    num_workers: int,
+    seed: int | None,
+    decode: Any,
+    to_tuple: str | tuple[str, ...] | None,
+    map: Callable[[Any], Any] | None,
+    raw_map: Callable[[Any], Any] | None,
+    collate: Callable[[list[Any]], Any] | None,
+    prefetch_factor: int,
+    persistent_workers: bool,
+    pin: Callable[[Any], Any] | None,
+    **kw: Any,
+) -> GlobalLoader:
+    """The loader of ``make_loader(order="global")``; ``kw``: ``uneven=`` ("drop"/"pad"),
+    ``handler=`` for the stages, the rest for :class:`IndexedWebDataset` (``registry=``,
+    ``cache_dir=``, ``build_missing=``, read options).
+
+    Raises:
+        ConfigError: a streaming-only option, or bad sizes.
+    """
+    from wds_cloud.core import stages
+    from wds_cloud.core.decode import decode as decode_stage
+
+    uneven = kw.pop("uneven", "drop")
+    handler = kw.pop("handler", reraise_exception)
+    passed = [name for name in _STREAM_ONLY if name in kw]
+    if passed:
+        raise ConfigError(
+            f"make_loader(order='global'): {', '.join(passed)} only apply to streaming "
+            "(order='stream'); the global order reads every sample of the dataset once per epoch"
+        )
+    dataset = IndexedWebDataset(urls, **kw)
+    chain: list[Callable[[Any], Any]] = []
+    if raw_map is not None:
+        chain.append(stages.map(raw_map, handler=handler))
+    if decode is not None:
+        specs = tuple(decode) if isinstance(decode, tuple | list) else (decode,)
+        chain.append(decode_stage(*specs, handler=handler))
+    if to_tuple is not None:
+        fields = tuple(to_tuple) if isinstance(to_tuple, tuple | list) else (to_tuple,)
+        chain.append(stages.to_tuple(*fields, handler=handler))
+    if map is not None:
+        chain.append(stages.map(map, handler=handler))
+    sampler = GlobalBatchSampler(len(dataset), batch_size, seed=seed, uneven=uneven)
+    return GlobalLoader(
+        BatchReader(dataset, chain),
+        sampler,
+        num_workers=num_workers,
+        prefetch_factor=prefetch_factor,
+        persistent_workers=persistent_workers,
+        collate=collate or torch_collate,
+        pin=pin,
+    )
