@@ -44,13 +44,14 @@ __all__ = [
     "reset",
 ]
 
-# seconds between two looks of the sampler, on average: 3,000 looks a minute per thread, and
-# about 1 % of samples/s on tiny samples and 64x64 JPEGs (each look costs the sampled thread
-# more than its own few tens of µs; shorter periods cost proportionally more)
-PERIOD = 0.02
+# seconds between two looks of the sampler, on average: 1,200 looks a minute per thread.
+# Each look costs the sampled thread far more than the sampler's own ~30 µs of CPU (most on
+# decode-heavy threads: measured ~7 % of JPEG-decode samples/s at 20 ms, ~2 % at 50 ms);
+# docs/observability.md, "Overhead"
+PERIOD = 0.05
 
 #: ``WDS_CLOUD_PROFILE``: profile every pipeline made while it is set (default off);
-#: ``WDS_CLOUD_PROFILE_PERIOD``: the sampler's mean period (default 20 ms; shorter is more
+#: ``WDS_CLOUD_PROFILE_PERIOD``: the sampler's mean period (default 50 ms; shorter is more
 #: precise for short runs and costs proportionally more).
 PROFILE_SETTINGS = ConfigTable(
     section="",
