@@ -31,6 +31,9 @@ def test_tiny_run_reports_every_cell_and_mode(tmp_path: Path) -> None:
         assert row["samples_per_s"] > 0 and row["samples_per_cpu_s"] > 0
         if row["mode"] == "off":
             assert row["ratio_median"] == 1.0
-        if row["mode"] == "on":
-            assert row["verdict"].split(":")[0].endswith("-bound"), row["verdict"]
+        if row["mode"] == "on":  # a pass of a few ms may end before the first look
+            verdict = row["verdict"]
+            assert verdict.split(":")[0].endswith("-bound") or verdict.startswith(
+                "no loader work measured yet"
+            ), verdict
     assert "tiny/direct    on" in done.stdout
