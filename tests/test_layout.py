@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "wds_cloud.braces",
             "wds_cloud.errors",
+            "wds_cloud.observe",
             "wds_cloud.redact",
             "wds_cloud.reexport",
             "wds_cloud.security",

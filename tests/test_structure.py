@@ -161,6 +161,10 @@ ALLOWED_PRIVATE: dict[tuple[str, str], str] = {
         "versions checked"
     ),
     ("resume/tracked", "loader._iterator"): "as above",
+    ("observe/profile", "sys._current_frames"): (
+        "the stdlib's documented way to read another thread's stack (what faulthandler and "
+        "sampling profilers use): the profiler's sampler, one call per look"
+    ),
 }
 
 

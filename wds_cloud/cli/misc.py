@@ -104,12 +104,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         step=step,
         progress=not args.json and sys.stderr.isatty(),
         resampled=args.resampled,
+        profile=args.profile or args.plot is not None,
+        trace=args.trace,
     )
+    if args.plot is not None:
+        from wds_cloud.observe.plot import plot_bench
+
+        plot_bench(result, args.plot)
     if args.json:
         emit_json(redact_data(result.to_dict()))
     else:
         print(f"{len(urls)} shards, {workers} workers, batch size {args.batch_size}")
         print(result.table())
+        if args.trace:
+            print(f"trace written to {args.trace} (open it in ui.perfetto.dev)")
+        if args.plot:
+            print(f"plot written to {args.plot}")
     return 0
 
 
@@ -170,6 +180,17 @@ def register(sub: Any) -> None:
         type=float,
         default=0.0,
         help="simulated training step (sleep) per batch; enables the step-only comparison",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="time every stage; print the per-stage table and a one-line verdict",
+    )
+    p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace (JSON)")
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="draw samples/s over time and the per-stage breakdown (PNG; needs [plot])",
     )
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(func=cmd_bench)

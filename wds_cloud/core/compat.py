@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -115,7 +116,9 @@ class WebDataset(DataPipeline, FluidInterface):
                 "pass shard URLs, a brace pattern, a glob, a prefix or a dataset index JSON"
             )
         if isinstance(urls, str):  # a list is taken as given (ResampledShards cuts an endless one)
+            started = time.perf_counter()
             resolved = resolve_spec(urls, registry=registry)
+            self.listing_seconds = time.perf_counter() - started  # read by profiling
             urls = resolved.urls  # resolved once: the shard list takes this list as given
             if resolved.index is not None:  # a wids dataset index: its exact length
                 self.index_samples = resolved.index.nsamples

@@ -18,6 +18,8 @@ from typing import Any, Self
 
 from wds_cloud.core.pipeline_base import PipelineBase, invoke_stage
 from wds_cloud.errors import ConfigError
+from wds_cloud.observe.passes import profiled_iter
+from wds_cloud.observe.profile import profile_enabled
 
 
 class DataPipeline(PipelineBase):
@@ -42,6 +44,8 @@ class DataPipeline(PipelineBase):
         self.per_rank = False
         self.size: int | None = None
         self.index_samples: int | None = None  # the dataset's sample count, from its index
+        if profile_enabled():  # WDS_CLOUD_PROFILE
+            self.profiling = True
         for stage in stages:
             if stage is None:
                 continue
@@ -92,6 +96,12 @@ class DataPipeline(PipelineBase):
         return n
 
     def __iter__(self) -> Iterator[Any]:
+        if self.profiling:
+            listed = self.__dict__.pop("listing_seconds", None)  # WebDataset's, once
+            return profiled_iter(self._iterate(), self.profile_dump, listed, self.batches_out())
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[Any]:
         if self.resumable:
             from wds_cloud.resume import loop
 
@@ -106,6 +116,43 @@ class DataPipeline(PipelineBase):
         if n > 0:
             return itertools.islice(self.iterator(), n)
         return self.iterator()
+
+    # -- profiling ---------------------------------------------------------------------------
+
+    #: Measure where the time goes (``docs/observability.md``); see :meth:`profile`.
+    profiling = False
+    #: Where DataLoader workers write their totals (set by ``WebLoader.profile()``).
+    profile_dump: str | None = None
+
+    def batches_out(self) -> bool:
+        """Whether this pipeline's items are batches (its last stage is ``batched``): the
+        profiler times each ``next()`` of such a pipeline (``docs/observability.md``)."""
+        last = getattr(self.pipeline[-1], "f", None) if self.pipeline else None
+        return getattr(last, "__name__", "") == "_batched"
+
+    def profile(self, on: bool = True) -> Self:
+        """Measure per-stage times while this pipeline runs (modifies and returns ``self``);
+        read them with :meth:`profile_report` and :meth:`export_trace`. Also switched on by
+        ``WDS_CLOUD_PROFILE=1``."""
+        self.profiling = on
+        for stage in self.pipeline:
+            if isinstance(stage, DataPipeline) and not isinstance(stage, type):
+                stage.profile(on)
+        return self
+
+    def profile_report(self) -> Any:
+        """What was measured so far in this process and its DataLoader workers: a
+        :class:`~wds_cloud.observe.report.ProfileReport` (``.table()``, ``.verdict()``)."""
+        from wds_cloud.observe.report import collect
+
+        return collect()
+
+    def export_trace(self, path: str) -> None:
+        """Write what was measured as Chrome/Perfetto trace-event JSON to ``path`` (open it in
+        ``ui.perfetto.dev`` or ``chrome://tracing``)."""
+        from wds_cloud.observe.trace import write_trace
+
+        write_trace(path)
 
     # -- resuming --------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from wds_cloud.errors import ConfigError
+from wds_cloud.observe.passes import watch_stage
+from wds_cloud.observe.profile import current as current_recorder
 
 
 def invoke_stage(f: Any, *src: Any) -> Iterator[Any]:
@@ -24,15 +26,20 @@ def invoke_stage(f: Any, *src: Any) -> Iterator[Any]:
     result: Iterator[Any]
     if hasattr(f, "run") and not isinstance(f, type):
         result = f.run(*src)
-        return result
-    if isinstance(f, list):
+    elif isinstance(f, list):
         return iter(f)
-    if not src and hasattr(f, "__iter__"):
-        return iter(f)
-    if callable(f):
+    elif not src and hasattr(f, "__iter__"):
+        result = iter(f)
+    elif callable(f):
         result = f(*src)
-        return result
-    raise ConfigError(f"{f!r} is not a valid pipeline stage (need a callable, iterable or .run)")
+    else:
+        raise ConfigError(
+            f"{f!r} is not a valid pipeline stage (need a callable, iterable or .run)"
+        )
+    rec = current_recorder()  # None unless profiling is on in this process
+    if rec is not None:
+        watch_stage(rec, result, f)
+    return result
 
 
 class PipelineBase:

@@ -22,6 +22,8 @@ from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.core.samples import Sample, is_meta, meta_prefix, meta_suffix, tar_samples
 from wds_cloud.core.tar import iter_tar
 from wds_cloud.errors import SampleError
+from wds_cloud.observe.profile import current as current_recorder
+from wds_cloud.observe.stream import open_timed
 from wds_cloud.openers.registry import OpenerRegistry, default_registry, url_scheme
 from wds_cloud.openers.streams.readahead import open_ahead
 from wds_cloud.openers.streams.stream import ReadStream
@@ -82,6 +84,12 @@ class ShardOpener:
 
     def open(self, url: str) -> tuple[ReadStream, str | None]:
         """Open ``url``; return the stream and the local path of its bytes (if any)."""
+        rec = current_recorder()  # None unless profiling is on in this process
+        if rec is not None:
+            return open_timed(lambda: self._open(url), rec, url, url_scheme(url))
+        return self._open(url)
+
+    def _open(self, url: str) -> tuple[ReadStream, str | None]:
         cache = self.cache
         if cache is not None and url_scheme(url) != "file":
             return cache.open(url, **self.open_options), cache.local_path(url)

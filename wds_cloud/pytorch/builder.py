@@ -28,6 +28,8 @@ import torch
 
 from wds_cloud.core.collate import torch_collate
 from wds_cloud.errors import ConfigError
+from wds_cloud.observe.passes import profiled_iter
+from wds_cloud.observe.profile import profile_enabled
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 from wds_cloud.resume.loop import gather_states, local_state
@@ -152,7 +154,21 @@ class DevicePrefetcher:
         self.loader.load_state_dict(state)  # type: ignore[attr-defined]
         self._ahead = None
 
+    def profile_report(self) -> Any:
+        """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.profile_report`."""
+        return self.loader.profile_report()  # type: ignore[attr-defined]
+
+    def export_trace(self, path: str) -> None:
+        """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.export_trace`."""
+        self.loader.export_trace(path)  # type: ignore[attr-defined]
+
     def __iter__(self) -> Iterator[Any]:
+        batches = self._batches()
+        if getattr(self.loader, "profiling", False):  # the copies are timed with the loader
+            return profiled_iter(batches, None, timed=True)
+        return batches
+
+    def _batches(self) -> Iterator[Any]:
         if self.device.type != "cuda":
             if self.device.type == "cpu":
                 yield from self.loader
@@ -271,6 +287,7 @@ def make_loader(
     prefetch_to_device: bool = False,
     raw_map: Callable[[Any], Any] | None = None,
     order: str = "stream",
+    profile: bool | None = None,
     **webdataset_kw: Any,
 ) -> Any:
     """Build a training loader over WebDataset shards (any backend).
@@ -309,6 +326,11 @@ def make_loader(
             ``webdataset_kw``; the state is a cursor and resume is elastic (docs/indexes.md,
             "Global shuffle"). ``shuffle_buffer``, ``shardshuffle`` do not apply;
             ``epoch_size``, ``resampled`` and ``inner_batch`` are refused.
+        profile: measure where the time goes, in the main process and the workers; read it
+            with ``loader.profile_report()`` / ``loader.export_trace(path)``
+            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off). Streaming
+            only: ``order="global"`` refuses ``profile=True`` (and ignores the variable, with a
+            warning).
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -333,6 +355,12 @@ def make_loader(
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
     if order == "global":
+        if profile:
+            raise ConfigError("make_loader(order='global'): profile=True is for streaming only")
+        if profile_enabled(profile):
+            log.warning(
+                "make_loader(order='global'): WDS_CLOUD_PROFILE is ignored (streaming only)"
+            )
         if epoch_size is not None or resampled or inner_batch is not None:
             raise ConfigError(
                 "make_loader(order='global'): epoch_size, resampled and inner_batch apply to "
@@ -395,6 +423,8 @@ def make_loader(
     )
     if epoch_size is not None:
         batches.with_length(math.ceil(epoch_size / batch_size), silent=True)
+    if profile_enabled(profile):
+        batches.profile()
     if device is not None:
         target = torch.device(device)
         if prefetch_to_device or target.type != "cpu":

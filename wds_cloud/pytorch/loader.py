@@ -17,12 +17,13 @@ segment per tensor; ``shm_batches=False`` or ``WDS_CLOUD_SHM_BATCHES=0`` turns t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from torch.utils.data import DataLoader, default_convert
 
 from wds_cloud.core import fluid, pipeline
 from wds_cloud.core.collate import torch_collate
+from wds_cloud.observe.profile import dump_dir
 from wds_cloud.pytorch.shm import ShmCollate, shm_batches_enabled
 
 __all__ = ["WebLoader", "fast_convert"]
@@ -70,12 +71,37 @@ class WebLoader(pipeline.DataPipeline, fluid.FluidInterface):
             slots = (loader.prefetch_factor or 2) + 2
             loader.collate_fn = ShmCollate(loader.collate_fn, slots=slots)
         super().__init__(loader)
+        if self.profiling:  # WDS_CLOUD_PROFILE
+            self.profile()
 
     @property
     def loader(self) -> DataLoader[Any]:
         """The wrapped DataLoader."""
         loader: DataLoader[Any] = self.pipeline[0]
         return loader
+
+    def batches_out(self) -> bool:
+        """Whether this loader's items are batches: its dataset's are, or it re-batches."""
+        if len(self.pipeline) > 1:
+            return super().batches_out()
+        dataset = self.loader.dataset
+        return self.loader.batch_size is not None or (
+            isinstance(dataset, pipeline.DataPipeline) and dataset.batches_out()
+        )
+
+    def profile(self, on: bool = True) -> Self:
+        """Measure where the time goes, here and in the workers (``docs/observability.md``):
+        the dataset is profiled too, and its workers write their totals where
+        :meth:`profile_report` reads them. Modifies and returns ``self``."""
+        super().profile(on)
+        dataset = self.loader.dataset
+        if isinstance(dataset, pipeline.DataPipeline):
+            dataset.profile(on)
+            if "listing_seconds" in dataset.__dict__:  # recorded here, not in each worker
+                self.listing_seconds = dataset.__dict__.pop("listing_seconds")
+            if on and self.loader.num_workers > 0 and dataset.profile_dump is None:
+                dataset.profile_dump = dump_dir()
+        return self
 
     def batched(
         self,

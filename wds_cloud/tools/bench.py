@@ -25,10 +25,13 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wds_cloud.errors import ConfigError
 from wds_cloud.redact import redact_url
+
+if TYPE_CHECKING:
+    from wds_cloud.observe.report import ProfileReport
 
 __all__ = ["BenchResult", "bench_loader", "bench_urls", "payload_nbytes"]
 
@@ -61,6 +64,10 @@ class BenchResult:
         loader_to_step_ratio: ``window_mean / step_window_mean`` (None without comparison,
             when the run is too short, or when the step time is 0).
         config: what was measured (URLs with credentials redacted, workers, batch size...).
+        timeline: ``(seconds since the start, samples so far)`` at the end of every window
+            (what ``--plot`` draws as samples/s over time).
+        profile: the loader's :class:`~wds_cloud.observe.report.ProfileReport` when it was
+            profiled (``bench_urls(profile=True)``), else None.
     """
 
     batches: int
@@ -80,10 +87,18 @@ class BenchResult:
     step_window_variance: float | None = None
     loader_to_step_ratio: float | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    profile: ProfileReport | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as plain JSON-compatible values."""
-        return asdict(self)
+        """The result as plain JSON-compatible values (the profile as its ``to_dict()``)."""
+        report, self.profile = self.profile, None
+        try:
+            out = asdict(self)
+        finally:
+            self.profile = report
+        out["profile"] = None if report is None else report.to_dict()
+        return out
 
     def to_json(self) -> str:
         """The result as a JSON document."""
@@ -130,6 +145,8 @@ class BenchResult:
         text = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
         if self.too_short is not None:
             text += f"\nno window mean, variance or rate: {self.too_short}"
+        if self.profile is not None:
+            text += "\n\n" + self.profile.table()
         return text
 
 
@@ -254,6 +271,7 @@ def bench_loader(
     window_times = [b - a for a, b in itertools.pairwise(stamps)]
     seconds = end - start
     too_short = _too_short(count, window, len(marks), prefetched)
+    timeline = [(m[0] - start, m[1]) for m in marks]
     result = BenchResult(
         batches=count,
         samples=samples,
@@ -271,6 +289,7 @@ def bench_loader(
         else None,
         too_short=too_short,
         config=dict(config or {}),
+        timeline=timeline,
     )
     if too_short is None:
         # steady state: from the end of the first window to the end of the last one
@@ -334,6 +353,8 @@ def bench_urls(
     step: Step | None = None,
     compare: bool | None = None,
     progress: bool = False,
+    profile: bool = False,
+    trace: str | None = None,
     **loader_kw: Any,
 ) -> BenchResult:
     """Benchmark :func:`~wds_cloud.pytorch.builder.make_loader` over ``urls`` (any backend).
@@ -350,6 +371,9 @@ def bench_urls(
         step: the training step (default: nothing).
         compare: also time ``step`` on one cached batch (default: when ``step`` is given).
         progress: tqdm bar on stderr.
+        profile: profile the loader (``docs/observability.md``): the result's ``profile`` is
+            its report, and its table ends with the per-stage table and the verdict.
+        trace: write the loader's Chrome/Perfetto trace to this path (implies ``profile``).
         **loader_kw: more ``make_loader`` arguments (``resampled``, ``epoch_size``...).
 
     Returns:
@@ -377,6 +401,7 @@ def bench_urls(
         decode=decode,
         to_tuple=to_tuple,
         raw_map=payload_nbytes,
+        profile=True if profile or trace else None,
         **loader_kw,
     )
     user_step = step
@@ -395,7 +420,7 @@ def bench_urls(
         "fields": list(fields) if fields else None,
         "shuffle_buffer": shuffle_buffer,
     }
-    return bench_loader(
+    result = bench_loader(
         loader,
         batches=batches,
         window=window,
@@ -407,3 +432,8 @@ def bench_urls(
         config=config,
         prefetched=num_workers * int(loader_kw.get("prefetch_factor", 2)) if num_workers else 0,
     )
+    if getattr(loader, "profiling", False):
+        result.profile = loader.profile_report()
+        if trace is not None:
+            loader.export_trace(trace)
+    return result

@@ -1,0 +1,97 @@
+"""The trace is valid trace-event JSON: required keys per event type, one named track per
+process and thread, spans that never overlap partially on a track, timestamps monotonic per
+track, and every stage of the report present as spans."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tests.observe.helpers import slow_a
+from tests.support.http_server import HttpFileServer
+from wds_cloud.pytorch.builder import make_loader
+
+REQUIRED = {
+    "M": {"ph", "name", "pid", "tid", "args"},
+    "X": {"ph", "name", "cat", "pid", "tid", "ts", "dur"},
+    "C": {"ph", "name", "pid", "ts", "args"},
+}
+
+
+def check_trace(doc: dict[str, Any]) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """Schema-check ``doc``; return the X events per track, in file order."""
+    assert set(doc) == {"traceEvents", "displayTimeUnit"}
+    tracks: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    named: set[tuple[int, int]] = set()
+    processes: set[int] = set()
+    last_ts: dict[tuple[int, int], float] = {}
+    for event in doc["traceEvents"]:
+        ph = event["ph"]
+        assert ph in REQUIRED, event
+        assert REQUIRED[ph] <= set(event), event
+        assert isinstance(event["pid"], int) and event["pid"] > 0
+        if ph == "M":
+            assert event["name"] in ("process_name", "thread_name")
+            assert isinstance(event["args"]["name"], str) and event["args"]["name"]
+            if event["name"] == "process_name":
+                processes.add(event["pid"])
+            else:
+                named.add((event["pid"], event["tid"]))
+            continue
+        assert isinstance(event["ts"], float | int) and event["ts"] >= 0
+        key = (event["pid"], event.get("tid", 0))
+        assert event["ts"] >= last_ts.get(key, 0.0), f"not monotonic on {key}: {event}"
+        last_ts[key] = event["ts"]
+        if ph == "C":
+            assert all(isinstance(v, int | float) for v in event["args"].values())
+        else:
+            assert event["dur"] >= 0 and isinstance(event["tid"], int)
+            tracks[key].append(event)
+    assert set(tracks) <= named, "a track without a thread_name"
+    assert {pid for pid, _ in tracks} <= processes, "a process without a process_name"
+    for key, spans in tracks.items():
+        stack: list[float] = []  # ends of the open spans
+        for span in spans:
+            start, end = span["ts"], span["ts"] + span["dur"]
+            while stack and stack[-1] <= start + 1e-3:
+                stack.pop()
+            assert not stack or end <= stack[-1] + 1e-3, f"spans overlap on {key}: {span}"
+            stack.append(end)
+    return tracks
+
+
+def test_trace_of_a_profiled_loader(http_server: HttpFileServer, tmp_path: Path) -> None:
+    urls = [http_server.url(f"shard-{i:02d}.tar") for i in range(4)]
+    loader = make_loader(
+        urls, batch_size=8, num_workers=2, shuffle_buffer=0, map=slow_a, profile=True
+    )
+    for _ in loader:
+        time.sleep(0.005)
+    path = tmp_path / "trace.json"
+    loader.export_trace(str(path))
+    tracks = check_trace(json.loads(path.read_text()))
+    doc = json.loads(path.read_text())
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
+    assert {"main (rank 0)", "worker 0 (rank 0)", "worker 1 (rank 0)", "shards"} <= names
+    spans = [e for spans in tracks.values() for e in spans]
+    by_cat = defaultdict(set)
+    for e in spans:
+        by_cat[e["cat"]].add(e["name"])
+    assert by_cat["batch"] == {"batch"}  # a span per batch, in the main process and the workers
+    shard_urls = {e["args"]["url"] for e in spans if e["cat"] == "shard"}
+    assert shard_urls == set(urls)
+    report = loader.profile_report()
+    stages = set(report.stages(True)) | set(report.stages(False))
+    assert stages <= by_cat["stage"], stages - by_cat["stage"]
+    assert {"map(slow_a)", "consumer"} <= stages
+    counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    assert counters and {e["name"] for e in counters} == {"bytes read", "shards open"}
+    open_now: dict[int, float] = {}
+    for e in counters:
+        if e["name"] == "shards open":
+            assert e["args"]["shards open"] >= 0
+            open_now[e["pid"]] = e["args"]["shards open"]
+    assert set(open_now.values()) == {0}  # every shard opened was closed

@@ -1,0 +1,102 @@
+"""The verdict names the right bottleneck on three constructed cases (a slow decode, a slow
+network behind the latency proxy, a slow training step), and its rules on plain reports."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import wds_cloud as wds
+from tests.observe.helpers import slow_decoder
+from tests.support.http_server import HttpFileServer
+from wds_cloud.observe.report import ProcessTimes, ProfileReport, Timer
+from wds_cloud.pytorch.builder import make_loader
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from latency_proxy import LatencyProxy  # noqa: E402  (benchmarks/ is not a package)
+
+
+def test_slow_decode_in_the_workers_is_decode_bound(local_urls: list[str]) -> None:
+    loader = make_loader(
+        local_urls,
+        batch_size=8,
+        num_workers=2,
+        shuffle_buffer=0,
+        decode=slow_decoder,
+        to_tuple=("txt", "cls"),
+        profile=True,
+    )
+    assert sum(len(batch[1]) for batch in loader) == 160
+    verdict = loader.profile_report().verdict()
+    assert verdict.startswith("decode-bound: "), verdict
+    assert "of worker time in decode(slow_decoder)" in verdict
+    assert "num_workers=" in verdict and "wds_cloud[jpeg]" in verdict
+
+
+def test_slow_network_is_network_bound(http_server: HttpFileServer) -> None:
+    with LatencyProxy(http_server.port, delay=0.02, rate=0.5e6) as proxy:
+        urls = [f"{proxy.url}/shard-{i:02d}.tar" for i in range(4)]
+        ds = wds.WebDataset(urls, shardshuffle=False).to_tuple("txt", "cls").profile()
+        assert sum(1 for _ in ds) == 160
+    verdict = ds.profile_report().verdict()
+    assert verdict.startswith("network-bound: "), verdict
+    assert "waiting on http reads at" in verdict and "MB/s per stream" in verdict
+
+
+def test_slow_training_step_is_consumer_bound(local_urls: list[str]) -> None:
+    loader = make_loader(local_urls, batch_size=8, num_workers=2, shuffle_buffer=0, profile=True)
+    for _ in loader:
+        time.sleep(0.05)  # the training step: long, so the workers keep ahead on a busy machine
+    report = loader.profile_report()
+    verdict = report.verdict()
+    assert verdict.startswith("consumer-bound: the training step is the bottleneck"), verdict
+    assert report.loader_idle > 0.75
+    assert f"(loader idle {report.loader_idle:.0%})" in verdict
+
+
+def _report(
+    main: dict[str, float], workers: dict[str, float], wait: float, nworkers: int = 2
+) -> ProfileReport:
+    def proc(role: str, worker: int, stages: dict[str, float], timers: dict[str, Timer]) -> Any:
+        return ProcessTimes(role, 100 + worker, 0, worker, sum(stages.values()), stages, timers, 10)
+
+    timers = {"consumer wait": Timer(wait, 10), "read wait (s3)": Timer(2.0, 10, 76_000_000)}
+    procs = [proc("main", -1, main, timers)]
+    if workers:
+        procs += [proc(f"worker {i}", i, workers, {}) for i in range(nworkers)]
+    return ProfileReport(tuple(procs))
+
+
+def test_verdict_rules_on_plain_reports() -> None:
+    consumer = _report({"consumer": 8.0, "transfer": 2.0}, {"idle": 9.0, "map(f)": 1.0}, 2.0)
+    assert consumer.verdict() == (
+        "consumer-bound: the training step is the bottleneck (loader idle 80%)"
+    )
+    network = _report({"consumer": 1.0, "transfer": 9.0}, {"read wait": 6.4, "tar parse": 3.6}, 9.0)
+    assert network.verdict() == (
+        "network-bound: 64% of worker time waiting on s3 reads at 38 MB/s per stream; "
+        "try prefetch=16"
+    )
+    decode = _report({"consumer": 1.0, "transfer": 9.0}, {"decode(rgb)": 7.1, "idle": 2.9}, 9.0)
+    assert decode.verdict().startswith("decode-bound: 71% of worker time in decode(rgb); try ")
+    main_bound = _report({"consumer": 1.0, "batched": 6.0, "transfer": 3.0}, {"idle": 10.0}, 9.0)
+    assert main_bound.verdict().startswith(
+        "main-process-bound: 60% of main-process time in batched"
+    )
+    assert ProfileReport(()).verdict().startswith("no measurements yet")
+
+
+def test_the_readme_verdict_examples_are_what_the_verdict_says() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("The verdict names the bottleneck from the measurements")[1]
+    examples = block.split("```")[1].strip().splitlines()
+    reports = [
+        _report({"consumer": 1.0, "transfer": 9.0}, {"decode(rgb)": 7.1, "idle": 2.9}, 9.0, 4),
+        _report({"consumer": 1.0, "transfer": 9.0}, {"read wait": 6.4, "tar parse": 3.6}, 9.0),
+        _report({"consumer": 8.0, "transfer": 2.0}, {"idle": 9.0, "map(f)": 1.0}, 2.0),
+    ]
+    assert examples == [r.verdict() for r in reports]

@@ -1,0 +1,153 @@
+"""How a profiled pipeline's pass is put under the recorder (:mod:`.profile`).
+
+:func:`profiled_iter` wraps the iterator of a profiled pipeline (``DataPipeline.__iter__``
+calls it when ``profiling`` is set); :func:`watch_stage` registers the generator frame of
+each stage a pipeline runs (its one way of running a stage, ``invoke_stage``, calls it once
+per stage and pass while a recorder exists); :func:`stage_label` names a stage in reports.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Generator, Iterator
+from typing import Any
+
+from wds_cloud.observe.profile import (
+    CONSUMER,
+    CONSUMER_WAIT,
+    IDLE,
+    MAX_EVENTS,
+    Recorder,
+    ThreadRecord,
+    recorder,
+)
+
+__all__ = ["profiled_iter", "stage_label", "timed_items", "watch_stage"]
+
+
+_DEFAULT_DECODERS = frozenset({"GzFilter", "BasicHandlers"})  # every Decoder's pre and post
+
+
+def stage_label(stage: Any) -> str:
+    """How a stage is named in reports: ``decode(rgb)``, ``map(crop)``, ``batched``..."""
+    f = getattr(stage, "f", None)
+    if f is not None and isinstance(getattr(stage, "args", None), tuple):
+        name = getattr(f, "__name__", type(f).__name__).lstrip("_")
+        if name == "decode" and stage.args:
+            specs = [
+                getattr(h, "imagespec", None) or getattr(h, "__name__", type(h).__name__)
+                for h in getattr(stage.args[0], "handlers", ())
+                if type(h).__name__ not in _DEFAULT_DECODERS
+            ]
+            return f"decode({', '.join(str(x) for x in specs)})"
+        inner = [a for a in stage.args if callable(a)]
+        if name in ("map", "select", "map_dict", "map_tuple") and inner:
+            return f"{name}({_name(inner[0])})"
+        return name
+    if hasattr(stage, "func"):  # functools.partial
+        return _name(stage.func)
+    return _name(stage)
+
+
+def _name(f: Any) -> str:
+    name = getattr(f, "__name__", None)
+    return str(name).lstrip("_") if name else type(f).__name__
+
+
+def watch_stage(rec: Recorder, source: Any, stage: Any) -> None:
+    """``source`` (what running ``stage`` returned) is a generator: charge the time in its
+    frame to the stage, while the calling thread is in a profiled pass (the pipelines' one
+    way of running a stage calls this once per stage and pass)."""
+    frame = getattr(source, "gi_frame", None)
+    thread = rec.watched()
+    if frame is not None and thread is not None and thread.depth > 0:
+        rec.watch(thread, frame, stage_label(stage))
+
+
+def profiled_iter(
+    it: Iterator[Any], dump: str | None, listed: float | None = None, timed: bool = False
+) -> Iterator[Any]:
+    """``it`` (a profiled pipeline's iterator) under the recorder.
+
+    The outermost one of its thread is watched by the sampler from now until it ends (or is
+    dropped); a nested one is returned as it is (its stages are watched through
+    :func:`watch_stage`). With ``timed`` (a pipeline that ends in batches) each ``next()``
+    is timed exactly and marked in the trace; without, the wait is the sampler's (a
+    per-sample ``next()`` is too fast to time within the overhead budget), and the pass costs
+    one C-level ``itertools.chain`` step per item. ``listed``: the seconds the pipeline took
+    to list its shards, recorded once, in the main process.
+    """
+    rec = recorder(dump)
+    if listed is not None and rec.worker < 0:
+        rec.add("list shards", listed)
+    thread = rec.thread(IDLE if rec.worker >= 0 else CONSUMER)
+    if thread.depth > 0:
+        return it
+    frame = getattr(it, "gi_frame", None)
+    if timed:
+        outer = _outermost(rec, thread, it)
+        frame = getattr(outer, "gi_frame", None)
+        if frame is not None:
+            rec.watch(thread, frame, "loader")  # its own time: the timing of next()
+        return outer
+    rec.enter(thread)
+    if frame is not None:
+        rec.watch(thread, frame, "loader")  # the pipeline's own loop (epochs, resume ledger)
+    return itertools.chain(it, _PassEnd(rec, thread))
+
+
+class _PassEnd:
+    """The end of an untimed outermost pass: reached as the (empty) tail of its chain, or
+    when the chain is dropped, whichever comes first."""
+
+    def __init__(self, rec: Recorder, thread: ThreadRecord) -> None:
+        self.rec = rec
+        self.thread = thread
+        self.done = False
+
+    def end(self) -> None:
+        if not self.done:
+            self.done = True
+            self.rec.leave(self.thread)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.end()
+        return iter(())
+
+    def __del__(self) -> None:  # the chain was dropped before its end
+        self.end()
+
+
+def _outermost(
+    rec: Recorder, thread: ThreadRecord, source: Iterator[Any]
+) -> Generator[Any, None, None]:
+    rec.enter(thread)
+    try:
+        yield from timed_items(source, rec, CONSUMER_WAIT if rec.worker < 0 else "worker batch")
+    finally:
+        rec.leave(thread)
+
+
+def timed_items(it: Iterator[Any], rec: Recorder, name: str) -> Iterator[Any]:
+    """Yield ``it``'s items (batches), timing each ``next()`` into timer ``name`` (the
+    consumer's wait) and marking a ``batch`` trace span for each. Inlined: it runs per batch
+    of an outermost pipeline that batches (:func:`profiled_iter` with ``timed``)."""
+    clock = time.perf_counter_ns
+    slot = rec.timers.setdefault(name, [0.0, 0, 0])
+    events = rec.events
+    ident = threading.get_ident()
+    while True:
+        start = clock()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        end = clock()
+        slot[0] += (end - start) / 1e9
+        slot[1] += 1
+        rec.items += 1
+        if len(events) < MAX_EVENTS:
+            events.append(("X", "batch", "batch", ident, start, end - start, None))
+        yield item
