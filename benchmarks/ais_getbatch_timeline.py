@@ -69,9 +69,7 @@ def run(targets: int, requests: int) -> None:
             bck.object(n).get_writer().put_content(bytes(4096))
         for count in (1, 64):
             rows = [_timeline(client, names[:count]) for _ in range(requests)]
-            cells = ", ".join(
-                f"{k} {statistics.median(r[k] for r in rows):.1f}" for k in rows[0]
-            )
+            cells = ", ".join(f"{k} {statistics.median(r[k] for r in rows):.1f}" for k in rows[0])
             print(f"targets={targets} entries={count:2d}: median ms: {cells}", flush=True)
         ranged = []
         for _ in range(requests):
