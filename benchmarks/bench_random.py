@@ -33,7 +33,8 @@ sample dicts (no decode; ``collate_fn`` keeps the list), each measurement in a f
   listing order, ``max_batch_size=128`` objects (64 samples of two members).
 
 A ``global`` variant (``make_loader(order="global")``) is one more function in ``VARIANTS``;
-``global k=4`` is the same with ``batches_in_flight=4`` (each worker reads 4 batches at once).
+``global k=4`` and ``global k=8`` are the same with ``batches_in_flight=4`` / ``8`` (each
+worker reads 4 / 8 batches at once).
 
 Rounds are interleaved (every store, data set and variant once, then again) and each cell is
 the median of the rounds; ratios are taken per round, then their median. Per cell: samples/s;
@@ -413,6 +414,7 @@ VARIANTS: dict[str, tuple[Callable[[Job, Any], Iterable[list[Any]]], tuple[str, 
     "shuffled batch": (variant_shuffled_batch, None),
     "global": (variant_global, None),
     "global k=4": (functools.partial(variant_global, in_flight=4), None),
+    "global k=8": (functools.partial(variant_global, in_flight=8), None),
     "per sample": (variant_per_sample, None),
     "AISBatchIterDataset": (variant_ais_batch_iter, ("ais",)),
 }
