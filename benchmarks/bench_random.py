@@ -32,7 +32,9 @@ sample dicts (no decode; ``collate_fn`` keeps the list), each measurement in a f
   over the first shard's members stored as single objects (it cannot read tar members), in
   listing order, ``max_batch_size=128`` objects (64 samples of two members).
 
-A ``global`` variant (``make_loader(order="global")``) is one more function in ``VARIANTS``.
+A ``global`` variant (``make_loader(order="global")``) is one more function in ``VARIANTS``;
+``global k=4`` and ``global k=8`` are the same with ``batches_in_flight=4`` / ``8`` (each
+worker reads 4 / 8 batches at once).
 
 Rounds are interleaved (every store, data set and variant once, then again) and each cell is
 the median of the rounds; ratios are taken per round, then their median. Per cell: samples/s;
@@ -370,9 +372,10 @@ def variant_shuffled_batch(job: Job, reg: Any) -> Iterable[list[Any]]:
     return DataLoader(ds, batch_sampler=batches, num_workers=job.workers, collate_fn=as_list)
 
 
-def variant_global(job: Job, reg: Any) -> Iterable[list[Any]]:
+def variant_global(job: Job, reg: Any, in_flight: int = 1) -> Iterable[list[Any]]:
     """``make_loader(order="global")``: the library's global shuffle (a seeded permutation
-    fetched a batch at a time with ``get_batch``), resumable from a cursor."""
+    fetched a batch at a time with ``get_batch``), resumable from a cursor; ``in_flight``:
+    its ``batches_in_flight`` (batches each worker reads at once)."""
     import wds_cloud as wds
 
     return wds.make_loader(
@@ -383,6 +386,7 @@ def variant_global(job: Job, reg: Any) -> Iterable[list[Any]]:
         seed=SEED,
         collate=as_list,
         registry=reg,
+        batches_in_flight=in_flight,
     )
 
 
@@ -409,6 +413,8 @@ VARIANTS: dict[str, tuple[Callable[[Job, Any], Iterable[list[Any]]], tuple[str, 
     "stream": (variant_stream, None),
     "shuffled batch": (variant_shuffled_batch, None),
     "global": (variant_global, None),
+    "global k=4": (functools.partial(variant_global, in_flight=4), None),
+    "global k=8": (functools.partial(variant_global, in_flight=8), None),
     "per sample": (variant_per_sample, None),
     "AISBatchIterDataset": (variant_ais_batch_iter, ("ais",)),
 }

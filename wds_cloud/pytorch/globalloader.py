@@ -6,8 +6,11 @@ of sample numbers); with ``num_workers > 0`` a ``DataLoader`` hands each list to
 which reads the batch with :func:`~wds_cloud.index.globalorder.fetch_batch` (the dataset's
 ``get_batch``: one coalesced batch read) and runs decode / to_tuple / map and collation on
 it; with ``num_workers=0`` the dataset's ``iter_batches`` reads ``prefetch_factor`` batches
-ahead on threads and this process decodes. ``num_workers * prefetch_factor`` (or
-``prefetch_factor + 1``) batches are in flight, never more. The loader
+ahead on threads and this process decodes. With ``batches_in_flight=k`` each worker is handed
+``k`` consecutive batches at once and reads them concurrently (``iter_fetched``), for backends
+whose every batch request pays a fixed wait (AIStore's GetBatch, ~100 ms; docs/aistore.md).
+``num_workers * prefetch_factor * k`` (or ``max(prefetch_factor, k) + 1``) batches are in
+flight, never more. The loader
 counts the batches it hands to the training loop, so its state is exact however far ahead the
 workers read, and the workers (which only fetch) can be any number on resume.
 """
@@ -15,6 +18,7 @@ workers read, and the workers (which only fetch) can be any number on resume.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, islice
 from typing import Any
 
 import torch.utils.data
@@ -31,7 +35,7 @@ from wds_cloud.index.globalorder import (
 )
 from wds_cloud.pytorch.datasets import IndexedWebDataset
 
-__all__ = ["BatchReader", "GlobalLoader", "global_loader"]
+__all__ = ["BatchReader", "GlobalLoader", "GroupReader", "global_loader"]
 
 #: ``WebDataset`` options that only mean something when streaming shards
 _STREAM_ONLY = ("nodesplitter", "workersplitter", "empty_check")
@@ -71,18 +75,51 @@ class BatchReader(torch.utils.data.Dataset[Any]):
         return got[0]
 
 
-class _PassSampler:
-    """The ``batch_sampler`` of the loader's ``DataLoader``: the index lists of the pass the
-    loader set last."""
+class GroupReader(torch.utils.data.Dataset[Any]):
+    """The dataset of the ``DataLoader`` when workers read several batches at once: it is
+    handed groups of batches (lists of index lists); the batches of a group are read
+    concurrently (:func:`iter_fetched` with the group's size read ahead, so all of them are in
+    flight at once) and returned in order, each through ``reader``'s stages."""
 
-    def __init__(self) -> None:
-        self.plan: Pass | None = None
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.plan) if self.plan is not None else iter(())
+    def __init__(self, reader: BatchReader) -> None:
+        self.reader = reader
 
     def __len__(self) -> int:
-        return len(self.plan) if self.plan is not None else 0
+        return len(self.reader)
+
+    def __getitems__(self, groups: list[list[int]]) -> list[list[Any]]:
+        fetched = iter_fetched(self.reader.dataset, groups, readahead=len(groups))
+        return [self.reader.process(samples) for samples in fetched]
+
+
+class _CollateEach:
+    """``collate_fn`` of a :class:`GroupReader`'s ``DataLoader``: the collation of each batch
+    of a group (a class, so spawned workers can unpickle it)."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
+        self.collate = collate
+
+    def __call__(self, batches: list[list[Any]]) -> list[Any]:
+        return [self.collate(samples) for samples in batches]
+
+
+class _PassSampler:
+    """The ``batch_sampler`` of the loader's ``DataLoader``: the index lists of the pass the
+    loader set last, ``group`` consecutive ones at a time when ``group > 1``."""
+
+    def __init__(self, group: int = 1) -> None:
+        self.plan: Pass | None = None
+        self.group = group
+
+    def __iter__(self) -> Iterator[Any]:
+        batches: Iterator[list[int]] = iter(self.plan) if self.plan is not None else iter(())
+        if self.group == 1:
+            return batches
+        return iter(lambda: list(islice(batches, self.group)), [])
+
+    def __len__(self) -> int:
+        count = len(self.plan) if self.plan is not None else 0
+        return -(-count // self.group)
 
 
 class GlobalLoader(CursorLoop):
@@ -98,6 +135,10 @@ class GlobalLoader(CursorLoop):
         sampler: the order and the split over ranks.
         num_workers, prefetch_factor, persistent_workers: as ``DataLoader``'s; with no workers
             ``prefetch_factor`` batches are read ahead (``iter_batches``).
+        batches_in_flight: batches each worker reads at once (default 1): a worker is handed
+            this many consecutive batches and reads them concurrently; with no workers, at
+            least this many are read ahead. The batches still reach the loop one by one, in
+            order, and the state counts them one by one.
         collate: collation of each batch's samples.
         pin: a function pinning a batch, or None (workers: ``DataLoader(pin_memory=True)``).
     """
@@ -112,21 +153,26 @@ class GlobalLoader(CursorLoop):
         persistent_workers: bool = False,
         collate: Callable[[list[Any]], Any] = torch_collate,
         pin: Callable[[Any], Any] | None = None,
+        batches_in_flight: int = 1,
     ) -> None:
+        if batches_in_flight < 1:
+            raise ConfigError(f"batches_in_flight must be >= 1, got {batches_in_flight}")
         self.reader = reader
         self.sampler = sampler
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
         self.collate = collate
         self.pin = pin
-        self._source = _PassSampler()
+        self.batches_in_flight = batches_in_flight
+        self._source = _PassSampler(batches_in_flight)
         self.loader: torch.utils.data.DataLoader[Any] | None = None
         if num_workers > 0:
+            grouped = batches_in_flight > 1
             self.loader = torch.utils.data.DataLoader(
-                reader,
+                GroupReader(reader) if grouped else reader,
                 batch_sampler=self._source,
                 num_workers=num_workers,
-                collate_fn=collate,
+                collate_fn=_CollateEach(collate) if grouped else collate,
                 prefetch_factor=prefetch_factor,
                 persistent_workers=persistent_workers,
                 pin_memory=pin is not None,
@@ -139,10 +185,14 @@ class GlobalLoader(CursorLoop):
     def __iter__(self) -> Iterator[Any]:
         plan = self.sampler.current_pass()
         if self.loader is None:
-            fetched = iter_fetched(self.reader.dataset, plan, self.prefetch_factor)
+            ahead = max(self.prefetch_factor, self.batches_in_flight)
+            fetched = iter_fetched(self.reader.dataset, plan, ahead)
             return self.deliver(plan, map(self._finish, fetched))
         self._source.plan = plan
-        return self.deliver(plan, self.loader if len(plan) else ())
+        batches: Iterable[Any] = self.loader if len(plan) else ()
+        if self.batches_in_flight > 1:
+            batches = chain.from_iterable(batches)
+        return self.deliver(plan, batches)
 
 
 def global_loader(
@@ -162,7 +212,7 @@ def global_loader(
     **kw: Any,
 ) -> GlobalLoader:
     """The loader of ``make_loader(order="global")``; ``kw``: ``uneven=`` ("drop"/"pad"),
-    ``handler=`` for the stages, the rest for :class:`IndexedWebDataset` (``registry=``,
+    ``batches_in_flight=`` (see :class:`GlobalLoader`), ``handler=`` for the stages, the rest for :class:`IndexedWebDataset` (``registry=``,
     ``cache_dir=``, ``build_missing=``, read options).
 
     Raises:
@@ -172,6 +222,7 @@ def global_loader(
     from wds_cloud.core.decode import decode as decode_stage
 
     uneven = kw.pop("uneven", "drop")
+    in_flight = kw.pop("batches_in_flight", 1)
     handler = kw.pop("handler", reraise_exception)
     passed = [name for name in _STREAM_ONLY if name in kw]
     if passed:
@@ -200,4 +251,5 @@ def global_loader(
         persistent_workers=persistent_workers,
         collate=collate or torch_collate,
         pin=pin,
+        batches_in_flight=in_flight,
     )
