@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,9 @@ def test_k_batches_in_flight_at_a_counting_server(tmp_path: Path, k: int) -> Non
     assert_exactly_once(got, keys)
     assert gate.shard_gets == len(keys)
     assert (gate.peak, gate.broken) == (k, 0)
+
+
+@pytest.mark.parametrize("option", [{"batches_in_flight": 2}, {"uneven": "pad"}])
+def test_global_only_options_are_refused_when_streaming(option: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="apply to order='global' only"):
+        wds.make_loader(["x.tar"], batch_size=2, **option)

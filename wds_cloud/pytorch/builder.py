@@ -323,8 +323,10 @@ def make_loader(
             ``"global"``: every epoch a seeded permutation of all samples of an indexed dataset
             (``urls``: a dataset JSON or shards with ``.idx``), read a batch at a time and
             split evenly over ranks, with ``uneven="drop"`` (default) or ``"pad"`` in
-            ``webdataset_kw``; the state is a cursor and resume is elastic (docs/indexes.md,
-            "Global shuffle"). ``shuffle_buffer``, ``shardshuffle`` do not apply;
+            ``webdataset_kw``, and ``batches_in_flight=k`` (default 1) batches read at once by
+            each worker (for backends with a high cost per batch request, such as AIStore's
+            GetBatch: ``k=4`` there); the state is a cursor and resume is elastic
+            (docs/indexes.md, "Global shuffle"). ``shuffle_buffer``, ``shardshuffle`` do not apply;
             ``epoch_size``, ``resampled`` and ``inner_batch`` are refused.
         profile: measure where the time goes, in the main process and the workers; read it
             with ``loader.profile_report()`` / ``loader.export_trace(path)``
@@ -388,6 +390,9 @@ def make_loader(
         return loader
     if order != "stream":
         raise ConfigError(f"make_loader: order must be 'stream' or 'global', got {order!r}")
+    stray = sorted({"uneven", "batches_in_flight"} & set(webdataset_kw))
+    if stray:
+        raise ConfigError(f"make_loader: {', '.join(stray)} apply to order='global' only")
     dataset = WebDataset(
         urls, shardshuffle=shardshuffle, seed=seed, resampled=resampled, **webdataset_kw
     )
