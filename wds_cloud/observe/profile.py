@@ -20,6 +20,7 @@ How a pipeline's pass is put under the recorder is in :mod:`.passes`.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import random
@@ -135,6 +136,26 @@ class ThreadRecord:
         self.last = 0  # clock of the last look, 0 while no pass is open
         self.span: tuple[str, int] | None = None  # the stage being run and since when
         self.frames: list[int] = []  # ids of the stage frames registered for its passes
+
+
+def current_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()`` with the garbage collector off while it runs.
+
+    CPython 3.11 holds the runtime's thread-list lock while the call builds its dict; a
+    collection started there can run a finalizer that releases the GIL (a urllib3 pool closing
+    its sockets), and a thread that then takes the GIL and needs that lock (one ending, or
+    starting) waits for it while this one waits for the GIL: the process hangs. Seen in this
+    project's test suite (a py-spy dump: the sampler in ``sock_close`` under
+    ``_PyThread_CurrentFrames``, every other thread waiting for the GIL). The collector is
+    turned back on only if it was on.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Recorder:
@@ -302,7 +323,7 @@ class Recorder:
 
     def sample(self) -> None:
         """Look once at every watched thread (the sampler thread calls this)."""
-        frames = sys._current_frames()
+        frames = current_frames()
         now = time.perf_counter_ns()
         with self._lock:
             for thread in self._threads.values():
