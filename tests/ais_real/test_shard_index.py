@@ -5,7 +5,8 @@ the ``index-shard`` bucket action (``ais bucket shard-index build``, or one plai
 ``POST /v1/buckets/<bucket>`` as here: SDK 2.0.0 has no call for it), it lands in
 ``ais://.sys-shardidx``, GetBatch ``archpath`` entries give the same bytes as the byte ranges
 ``AisOpener.read_batch`` sends (with and without the index), and a member not in the shard
-comes back as an empty ``__404__/`` entry under ``coer``.
+comes back as an empty ``__404__/`` entry under ``coer``; a shard rewritten after its index was
+built is read right (the stale index is not used).
 """
 
 from __future__ import annotations
@@ -84,3 +85,9 @@ def test_archpath_members_equal_the_ranges_with_and_without_a_shard_index(
     assert after == expected
     index_names = [e.name for e in client.bucket(".sys-shardidx").list_all_objects()]
     assert any(n.endswith(f"{SHARD}.idx") for n in index_names), index_names
+
+    # the shard rewritten after its index was built: the stale index is not used
+    rewritten = [(name, data[::-1] + b"x") for name, data in members]
+    bucket.object(SHARD).get_writer().put_content(tar_bytes(rewritten))
+    stale = _archpath_batch(client, bucket_name, names)
+    assert stale == [(f"{bucket_name}/{SHARD}/{n}", d[::-1] + b"x") for n, d in picked]
