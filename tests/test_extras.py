@@ -129,3 +129,16 @@ def test_import_wds_cloud_imports_neither_simplejpeg_nor_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_readme_says_exactly_what_bench_installs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Benchmarks\n", 1)[1].split("\n## ", 1)[0]
+    assert "```bash\npip install torch==2.13.0 -e '.[bench]'\n```" in section
+    paragraph = section.split("`[bench]` is `[all]`", 1)[1].split("\n\n", 1)[0]
+    said = {"ray": "Ray Data", "awscli": "`aws` CLI"}
+    base = {_name(r) for r in _project()["dependencies"]}
+    for dist in sorted(resolve("bench") - base):
+        assert said.get(dist, dist) in paragraph, f"README's [bench] paragraph omits {dist}"
+    for peer in ("LitData", "MosaicML Streaming"):
+        assert peer in paragraph
