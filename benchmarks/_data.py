@@ -1,6 +1,6 @@
 """Deterministic benchmark shards for ``bench_core.py``, cached under ``bench_data/``.
 
-Five regimes (docs/benchmarks.md describes them):
+Six regimes (docs/benchmarks.md describes them):
 
 * ``tiny``: ``.txt`` (90-110 B of seeded random text) + ``.cls``; about 2 KB per sample on disk.
 * ``small``: ``.jpg`` (64x64 RGB noise + gradient, quality 90, 4:4:4, about 8 KB) + ``.cls`` +
@@ -9,11 +9,15 @@ Five regimes (docs/benchmarks.md describes them):
   1.05 MB): the case of the "Training in PyTorch from Amazon S3" blog post.
 * ``jpeg256``: ``.jpg`` (256x256 RGB gradient + noise, quality 90, 4:2:0, about 27 KB) + ``.cls``
   (``bench_decode.py``).
+* ``photo256``: ``.jpg`` (256x256 photographic-like RGB, quality 90, 4:2:0, 17-35 KB, mean about
+  27 KB) + ``.cls``: muted colour regions, hard-edged shapes, 1/f ("natural image") luminance
+  texture, an oriented grating, vignetting and sensor-like noise, each drawn per image, so
+  sizes and decode times spread as real photos' do (``bench_loader.py``, ``bench_decode.py``).
 * ``pax``: tiny samples written by ``webdataset.TarWriter`` with its default ``mtime=None``, so
   every member carries a PAX extended header (float mtime). Content is seeded; the mtimes are
   wall-clock by design, so these bytes differ between generations.
 
-``tiny``/``small``/``large``/``jpeg256`` are written with the stdlib ``tarfile`` stream writer (members in
+``tiny``/``small``/``large``/``jpeg256``/``photo256`` are written with the stdlib ``tarfile`` stream writer (members in
 sorted extension order, mode 0444, uname/gname ``bigdata``, mtime 1700000000, the layout
 ``webdataset.TarWriter(mtime=1700000000)`` produces) and are byte-identical across runs.
 
@@ -41,7 +45,7 @@ import numpy as np
 FORMAT_VERSION = 1
 MTIME = 1700000000
 SEED = 20240917
-REGIMES = ("tiny", "pax", "small", "large", "jpeg256")
+REGIMES = ("tiny", "pax", "small", "large", "jpeg256", "photo256")
 _REGIME_ID = {name: i for i, name in enumerate(REGIMES)}
 _WORDS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz      ", dtype=np.uint8)
 
@@ -128,9 +132,55 @@ def _jpeg256_sample(rng: np.random.Generator, index: int) -> dict[str, bytes]:
     return {"jpg": buf.getvalue(), "cls": str(index % 1000).encode()}
 
 
+_YX = np.mgrid[0:256, 0:256].astype(np.float32)
+_FREQ = np.hypot(np.fft.fftfreq(256)[:, None], np.fft.rfftfreq(256)[None, :]).astype(np.float32)
+_FREQ[0, 0] = 1.0
+
+
+def _photo256_sample(rng: np.random.Generator, index: int) -> dict[str, bytes]:
+    from PIL import Image, ImageDraw, ImageFilter
+
+    y, x = _YX
+    base = rng.uniform(60, 190, 3)  # one muted palette per scene
+
+    def colour() -> tuple[int, ...]:
+        c = np.clip(base + rng.normal(0, 35, 3) + rng.normal(0, 40), 0, 255)
+        return tuple(int(v) for v in c)
+
+    g = int(rng.integers(3, 7))  # smooth regions: a coarse colour grid, upsampled
+    coarse = np.array([colour() for _ in range(g * g)], dtype=np.uint8).reshape(g, g, 3)
+    img = Image.fromarray(coarse, "RGB").resize((256, 256), Image.Resampling.BICUBIC)
+    draw = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(2, 7))):  # objects: hard-edged shapes
+        x0, y0 = (int(v) for v in rng.integers(-40, 256, 2))
+        w, h = (int(v) for v in rng.integers(24, 150, 2))
+        shape = draw.ellipse if rng.random() < 0.5 else draw.rectangle
+        shape((x0, y0, x0 + w, y0 + h), fill=colour())
+    img = img.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.7, 1.5))))  # lens
+    pixels = np.asarray(img, dtype=np.float32)
+    # texture: luminance noise with a 1/f amplitude spectrum, as photographs have
+    spectrum = rng.normal(size=_FREQ.shape) + 1j * rng.normal(size=_FREQ.shape)
+    texture = np.fft.irfft2(spectrum / _FREQ ** rng.uniform(0.9, 1.2), s=(256, 256))
+    texture *= rng.uniform(8, 32) / texture.std()
+    theta, freq = rng.uniform(0, np.pi), rng.uniform(0.1, 0.5)  # a pattern: fabric, bricks
+    grating = np.sin(freq * (x * np.cos(theta) + y * np.sin(theta)) + rng.uniform(0, 6.3))
+    mask = rng.integers(0, 256, (4, 4), dtype=np.uint8)
+    mask_img = Image.fromarray(mask).resize((256, 256), Image.Resampling.BICUBIC)
+    weight = (np.asarray(mask_img, dtype=np.float32) / 255) ** 2
+    pixels += (texture + 10 * grating * weight)[:, :, None]
+    pixels *= (1.0 - 0.3 * ((x - 128) ** 2 + (y - 128) ** 2) / (2 * 128**2))[:, :, None]
+    sigma = rng.uniform(2.75, 8.25)  # sensor noise: mostly luminance, some chroma
+    pixels += rng.normal(0, sigma, (256, 256, 1)) + rng.normal(0, sigma / 3, (256, 256, 3))
+    buf = io.BytesIO()
+    image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+    image.save(buf, format="JPEG", quality=90)  # 4:2:0, PIL's default
+    return {"jpg": buf.getvalue(), "cls": str(index % 1000).encode()}
+
+
 _MAKERS = {"tiny": _tiny_sample, "pax": _tiny_sample, "small": _small_sample}
 _MAKERS["large"] = _large_sample
 _MAKERS["jpeg256"] = _jpeg256_sample
+_MAKERS["photo256"] = _photo256_sample
 
 
 def iter_samples(spec: DataSpec, shard: int) -> Iterator[tuple[str, dict[str, bytes]]]:

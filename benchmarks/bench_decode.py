@@ -7,8 +7,8 @@ Run from the repository root::
     python benchmarks/bench_decode.py --baseline /tmp/old-wds    # add another checkout's wds_cloud
 
 Cells (``docs/decoding.md`` has the results): ``small`` is bench_core's 64x64 4:4:4 JPEG data
-(one shard), ``jpeg256`` 256x256 4:2:0 JPEGs (one shard for the single-process cells, two for the
-loader). Each cell runs ``WebDataset(urls, shardshuffle=False).decode(SPEC).to_tuple("jpg",
+(one shard), ``jpeg256`` 256x256 4:2:0 JPEGs of gradient + noise and ``photo256`` 256x256
+photographic-like 4:2:0 JPEGs (one shard for the single-process cells, two for the loader). Each cell runs ``WebDataset(urls, shardshuffle=False).decode(SPEC).to_tuple("jpg",
 "cls")``, single process, or through ``WebLoader(... .batched(64), batch_size=None,
 num_workers=2)``. Libraries: ``wds_cloud`` as installed (simplejpeg when present),
 ``wds_cloud-pil`` (the same code with ``WDS_CLOUD_JPEG_DECODER=pil``), ``webdataset``, and with
@@ -57,9 +57,20 @@ CELLS = (
     Cell("jpeg256", "rgb8", False, 1, None),
     Cell("jpeg256", "torchrgb8", False, 1, None),
     Cell("jpeg256", "torchrgb8", True, 2, 1.3),
+    Cell("photo256", "rgb8", False, 1, None),
+    Cell("photo256", "torchrgb8", False, 1, None),
+    Cell("photo256", "torchrgb8", True, 2, None),
 )
-FULL = {"specs": {"small": (4, 5000), "jpeg256": (2, 2000)}, "rounds": 4, "min_seconds": 2.0}
-QUICK = {"specs": {"small": (2, 1000), "jpeg256": (2, 400)}, "rounds": 2, "min_seconds": 0.5}
+FULL = {
+    "specs": {"small": (4, 5000), "jpeg256": (2, 2000), "photo256": (2, 2000)},
+    "rounds": 4,
+    "min_seconds": 2.0,
+}
+QUICK = {
+    "specs": {"small": (2, 1000), "jpeg256": (2, 400), "photo256": (2, 400)},
+    "rounds": 2,
+    "min_seconds": 0.5,
+}
 
 
 def build(lib: str, cell: Cell, urls: list[str]) -> Any:

@@ -26,7 +26,8 @@ def test_tiny_run_reports_every_cell_and_the_decoder(tmp_path: Path) -> None:
     cells = {c["cell"]: c for c in result["cells"]}
     assert set(cells) == {
         "small rgb", "small rgb8", "small torchrgb8", "jpeg256 rgb8", "jpeg256 torchrgb8",
-        "jpeg256 torchrgb8 loader",
+        "jpeg256 torchrgb8 loader", "photo256 rgb8", "photo256 torchrgb8",
+        "photo256 torchrgb8 loader",
     }  # fmt: skip
     for cell in cells.values():
         runs = cell["runs"]

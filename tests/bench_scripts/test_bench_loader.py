@@ -21,7 +21,7 @@ def test_tiny_run_reports_every_variant_and_the_ipc_cost(tmp_path: Path) -> None
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert [r["regime"] for r in result["regimes"]] == ["jpeg256", "small"]
+    assert [r["regime"] for r in result["regimes"]] == ["photo256", "jpeg256", "small"]
     for regime in result["regimes"]:
         assert set(regime["variants"]) == {
             "webdataset", "hand", "make_loader", "make_loader+shuffle", "hand-noshm", "hand-0w",
