@@ -32,7 +32,7 @@ sample dicts (no decode; ``collate_fn`` keeps the list), each measurement in a f
   over the first shard's members stored as single objects (it cannot read tar members), in
   listing order, ``max_batch_size=128`` objects (64 samples of two members).
 
-A ``global`` variant (``make_loader(order="global")``) is one more function in ``VARIANTS``;
+- ``global``: ``make_loader(order="global")``, the library's global shuffle;
 ``global k=4`` and ``global k=8`` are the same with ``batches_in_flight=4`` / ``8`` (each
 worker reads 4 / 8 batches at once).
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import random
 import tarfile
+import time
 import uuid
 from typing import Any
 
@@ -83,7 +84,16 @@ def test_archpath_members_equal_the_ranges_with_and_without_a_shard_index(
     assert before[:-1] == expected
     assert before[-1] == (f"__404__/{bucket_name}/{SHARD}/absent.jpg", b"")
     assert after == expected
-    index_names = [e.name for e in client.bucket(".sys-shardidx").list_all_objects()]
+    # the job reports done before its object may be listed on a busy cluster: wait for it
+    deadline, index_names = time.monotonic() + 30, []
+    while time.monotonic() < deadline:
+        index_names = [e.name for e in client.bucket(".sys-shardidx").list_all_objects()]
+        if any(
+            n.endswith(f"{bucket_name}/{SHARD}.idx") or n.endswith(f"{SHARD}.idx")
+            for n in index_names
+        ):
+            break
+        time.sleep(0.5)
     assert any(n.endswith(f"{SHARD}.idx") for n in index_names), index_names
 
     # the shard rewritten after its index was built: the stale index is not used

@@ -55,7 +55,7 @@ def check(rows: list[dict[str, Any]]) -> None:
 @pytest.mark.s3
 def test_quick_on_seaweedfs_and_behind_the_proxy(tmp_path: Path) -> None:
     cells, result = run(tmp_path, "--stores", "seaweedfs", "proxy")
-    variants = ["stream", "shuffled batch", "per sample"]
+    variants = ["stream", "shuffled batch", "global", "global k=4", "global k=8", "per sample"]
     assert [(c[0], c[2]) for c in cells] == [
         (store, v) for store in ("seaweedfs", "proxy") for v in variants
     ]
@@ -67,7 +67,10 @@ def test_quick_on_seaweedfs_and_behind_the_proxy(tmp_path: Path) -> None:
 @pytest.mark.ais_real
 def test_quick_on_the_real_cluster(tmp_path: Path, ais_cluster: Any) -> None:
     cells, result = run(tmp_path, "--stores", "ais", "--ais-endpoint", ais_cluster.endpoint)
-    variants = ["stream", "shuffled batch", "per sample", "AISBatchIterDataset"]
+    variants = [
+        "stream", "shuffled batch", "global", "global k=4", "global k=8", "per sample",
+        "AISBatchIterDataset",
+    ]  # fmt: skip
     assert [c[2] for c in cells] == variants
     check(result["rows"])
     by = {r["variant"]: r for r in result["rows"]}
