@@ -32,16 +32,11 @@ from wds_cloud.core.shards import (
 from wds_cloud.errors import ConfigError
 from wds_cloud.listing import resolve_spec
 from wds_cloud.openers.cache.shardcache import env_cache_dir
-from wds_cloud.settings import env_first, parse_int
+from wds_cloud.settings import default_seed
 
 log = logging.getLogger(__name__)
 
 _logged_no_shuffle = False
-
-
-def _default_seed() -> int:
-    found = env_first(("WDS_SEED", "WDS_CLOUD_SEED"))
-    return 0 if found is None else parse_int(found[1], found[0])
 
 
 class WebDataset(DataPipeline, FluidInterface):
@@ -129,7 +124,7 @@ class WebDataset(DataPipeline, FluidInterface):
         if cache_dir is None:  # as in webdataset, the environment can switch caching on
             cache_dir = env_cache_dir()
         self.split_samples = split_samples or split_by == "sample"
-        self.seed = _default_seed() if seed is None else int(seed)
+        self.seed = default_seed() if seed is None else int(seed)
         if resampled:
             if shardshuffle not in (None, False, 0):
                 log.warning("WebDataset(shardshuffle=...) is ignored for resampled datasets")
