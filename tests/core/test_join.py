@@ -256,3 +256,11 @@ def test_resume_after_a_skip(tmp_path: Path, stop: int, drops: int) -> None:
     handler.reset()
     assert run_interrupted(make, [stop], lambda s: [s["__key__"]])[0] == full
     assert handler.count == drops
+
+
+def test_the_fluid_methods_apply_to_merged_samples(sets3: Any) -> None:
+    specs, _ = sets3
+    ds = wds.WebDataset(wds.join(specs, columns=["img", "txt"]), shardshuffle=True, seed=0)
+    pairs = list(ds.shuffle(10, seed=1).to_tuple("__key__", "jpg", "txt"))
+    assert len(pairs) == 35
+    assert all(aligned({"__key__": k, "jpg": j, "txt": t}) for k, j, t in pairs)

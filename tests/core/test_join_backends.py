@@ -139,3 +139,19 @@ def test_http_matches_the_reference(tmp_path: Path, data: dict[str, list[bytes]]
         assert read(specs(server.url())) == want(data)
     finally:
         server.stop()
+
+
+# -- AIStore (the emulator) ---------------------------------------------------------------------
+
+
+@pytest.mark.ais
+def test_ais_matches_the_reference(ais_emulator: Any, data: dict[str, list[bytes]]) -> None:
+    from wds_cloud.openers.ais.opener import AisOpener
+
+    ais_emulator.store.create_bucket("joins")
+    for column in COLUMNS:
+        for i, body in enumerate(data[column]):
+            ais_emulator.store.put_object("joins", f"{column}-{i:03d}.tar", body)
+    registry = OpenerRegistry()
+    registry.register("ais", AisOpener(endpoint=ais_emulator.url), override=True)
+    assert read(specs("ais://joins/"), registry) == want(data)

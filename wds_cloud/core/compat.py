@@ -52,7 +52,9 @@ class WebDataset(DataPipeline, FluidInterface):
         urls: ``"shards-{000..099}.tar"`` (braces, ``::``), a list of URLs, a glob/prefix
             (``"s3://bucket/train/*.tar"``, ``"gs://bucket/train/"``) listed via
             ``wds_cloud.listing``, or a dataset index JSON (``"s3://b/train/index.json"``,
-            see ``docs/indexes.md``): its shards, and ``len()`` is its exact sample count.
+            see ``docs/indexes.md``): its shards, and ``len()`` is its exact sample count; or
+            ``wds.join({...}, columns=[...])``: column sets read in lockstep, merged per key
+            (``docs/mixing.md``, "Joined sources").
         handler: error policy for opening, reading and grouping.
         resampled: draw shards with replacement forever (per reader, seeded); shard shuffle and
             node/worker splitting are then not applied.
