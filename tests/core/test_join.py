@@ -132,6 +132,8 @@ def test_bad_arguments(sets3: Any, kwargs: dict[str, Any], words: str) -> None:
 def test_no_sets_and_resampled_are_refused(sets3: Any) -> None:
     with pytest.raises(ConfigError, match="non-empty dict"):
         wds.join({})
+    with pytest.raises(ConfigError, match=r"img-000\.tar is in set 'img' and in set 'again'"):
+        wds.join({"img": sets3[0]["img"], "again": sets3[0]["img"]})
     with pytest.raises(ConfigError, match="resampled"):
         wds.WebDataset(wds.join(sets3[0]), resampled=True)
     with pytest.raises(ConfigError, match="split_samples"):
@@ -264,3 +266,38 @@ def test_the_fluid_methods_apply_to_merged_samples(sets3: Any) -> None:
     pairs = list(ds.shuffle(10, seed=1).to_tuple("__key__", "jpg", "txt"))
     assert len(pairs) == 35
     assert all(aligned({"__key__": k, "jpg": j, "txt": t}) for k, j, t in pairs)
+
+
+def test_elastic_resume_from_two_ranks_to_three(
+    sets3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """States of 2 ranks, merged, resumed by 3 ranks: the rest of the epoch exactly once."""
+    from wds_cloud.resume import merge_states
+
+    specs, _ = sets3
+
+    def make(rank: int, world: int) -> Any:
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", str(world))
+        j = wds.join(specs, columns=["img", "txt"])
+        return wds.WebDataset(
+            j, shardshuffle=True, seed=8, nodesplitter=wds.split_by_node, empty_check=False
+        )
+
+    delivered: list[str] = []
+    states = []
+    for rank, stop in ((0, 4), (1, 9)):
+        ds = make(rank, 2)
+        for n, s in enumerate(ds, 1):
+            delivered.append(s["__key__"])
+            if n == stop:
+                break
+        states.append(ds.state_dict())
+    merged = merge_states(states)
+    for rank in range(3):
+        ds = make(rank, 3)
+        ds.load_state_dict(merged)
+        got = list(ds)
+        assert all(aligned(s) for s in got)
+        delivered += [s["__key__"] for s in got]
+    assert_exactly_once(delivered, [k for i in range(5) for k in shard_keys(i, 7)])

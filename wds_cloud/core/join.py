@@ -65,8 +65,8 @@ class JoinedShards(SimpleShardList):
         registry: opener registry used to list globs and prefixes.
 
     Raises:
-        ConfigError: no sets, an unknown column, a set without shards, or asked sets with
-            different shard counts (naming both specs and counts).
+        ConfigError: no sets, an unknown column, a set without shards, a shard in two sets,
+            or asked sets with different shard counts (naming both specs and counts).
     """
 
     def __init__(
@@ -108,6 +108,14 @@ class JoinedShards(SimpleShardList):
                     "sets must have the same number of shards, shard i of each holding the "
                     "same keys"
                 )
+        owner: dict[str, str] = {}
+        for c in names:
+            for url in self.sets[c]:
+                if owner.setdefault(url, c) != c:
+                    raise ConfigError(
+                        f"join: shard {redact_url(url)} is in set {owner[url]!r} and in set "
+                        f"{c!r}: each set must have shards of its own"
+                    )
         self.urls = list(self.sets[first])
         self.rows = [tuple(self.sets[c][i] for c in names) for i in range(len(self.urls))]
         self.seed = None  # shuffling is WebDataset's (shardshuffle=), applied to whole rows
