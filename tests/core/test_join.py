@@ -301,3 +301,11 @@ def test_elastic_resume_from_two_ranks_to_three(
         assert all(aligned(s) for s in got)
         delivered += [s["__key__"] for s in got]
     assert_exactly_once(delivered, [k for i in range(5) for k in shard_keys(i, 7)])
+
+
+def test_a_stopping_handler_ends_after_the_samples_made_before(tmp_path: Path) -> None:
+    specs = write_sets(tmp_path, make_sets(3, 6, ["img", "txt"], edit=_drop_key))
+    handler = wds.StopHandler()
+    got = list(wds.WebDataset(wds.join(specs), shardshuffle=False, handler=handler))
+    assert [s["__key__"] for s in got][-1] == "s001/k0002"  # the key before the missing one
+    assert len(got) == 9 and handler.count == 1

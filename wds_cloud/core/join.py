@@ -218,30 +218,35 @@ def merge_rows(
         if not handler(SampleError(why)):
             raise StopShards
 
-    while True:
-        for c in range(n):
-            if not pending[c]:
-                pull(c)
-        if not any(pending):
-            break
-        keys = [_key(p[0]) if p else None for p in pending]
-        if None not in keys and len(set(keys)) == 1:
-            heads = [p.popleft() for p in pending]
-            merged = _merged(heads, urls, columns, clash)
-            if isinstance(merged, SampleError):
-                dropped.extend(i for h in heads for i in h[1])
-                if not handler(merged):
-                    raise StopShards
+    try:
+        while True:
+            for c in range(n):
+                if not pending[c]:
+                    pull(c)
+            if not any(pending):
+                break
+            keys = [_key(p[0]) if p else None for p in pending]
+            if None not in keys and len(set(keys)) == 1:
+                heads = [p.popleft() for p in pending]
+                merged = _merged(heads, urls, columns, clash)
+                if isinstance(merged, SampleError):
+                    dropped.extend(i for h in heads for i in h[1])
+                    if not handler(merged):
+                        raise StopShards
+                    continue
+                if held is not None:
+                    yield held
+                held = (merged[0], merged[1] + dropped) if dropped else merged
+                dropped = []
                 continue
-            if held is not None:
-                yield held
-            held = (merged[0], merged[1] + dropped) if dropped else merged
-            dropped = []
-            continue
-        common = _meet(pending, pull, ended, window)
-        for c in range(n):
-            while pending[c] and (common is None or _key(pending[c][0]) != common):
-                drop(c, _missing(c, pending, urls, columns, keys, common))
+            common = _meet(pending, pull, ended, window)
+            for c in range(n):
+                while pending[c] and (common is None or _key(pending[c][0]) != common):
+                    drop(c, _missing(c, pending, urls, columns, keys, common))
+    except StopShards:
+        if held is not None:  # made before the handler said to stop: it goes out
+            yield held
+        raise
     if held is not None:
         if dropped:
             held = (held[0], held[1] + dropped)
