@@ -82,6 +82,11 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         ImageHandler as ImageHandler,
         imagehandler as imagehandler,
     )
+    from wds_cloud.core.join import (
+        JoinedShards as JoinedShards,
+        join as join,
+        join_to_samples as join_to_samples,
+    )
     from wds_cloud.core.lmdbcache import (
         LMDBCached as LMDBCached,
     )
@@ -357,6 +362,10 @@ _EXPORTS: dict[str, str] = {
     "pipelinefilter": "wds_cloud.core.curry",
     "RandomMix": "wds_cloud.core.mix",
     "RoundRobin": "wds_cloud.core.mix",
+    # joined sources (column sets read in lockstep)
+    "JoinedShards": "wds_cloud.core.join",
+    "join": "wds_cloud.core.join",
+    "join_to_samples": "wds_cloud.core.join",
     # shard lists and splitting
     "ResampledShards": "wds_cloud.core.shards",
     "SimpleShardList": "wds_cloud.core.shards",
