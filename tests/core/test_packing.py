@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import pickle
 import random
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +228,73 @@ def test_packs_unlist_back_into_samples(tmp_path: Path) -> None:
         .unlisted()
     )
     assert sorted(s["txt"].decode() for s in ds) == sorted(keys)
+
+
+def doc_block(heading: str, index: int) -> str:
+    """The ``index``-th python block after ``heading`` in docs/mixing.md."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mixing.md").read_text()
+    section = text[text.index(heading) :]
+    return section.split("```python\n")[index + 1].split("```")[0]
+
+
+def write_members(path: Path, samples: list[dict[str, bytes]]) -> str:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for sample in samples:
+            key = sample["__key__"].decode()
+            for ext, data in sample.items():
+                if ext != "__key__":
+                    info = tarfile.TarInfo(f"{key}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(buf.getvalue())
+    return str(path)
+
+
+def test_docs_token_packing_example_runs(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    rng = random.Random(1)
+    urls, lengths = [], {}
+    for s in range(3):
+        samples = []
+        for i in range(40):
+            key = f"d{s}_{i:02d}"
+            n = min(4096, max(1, int(rng.lognormvariate(6.5, 1.0))))
+            lengths[key] = n
+            out = io.BytesIO()
+            np.save(out, np.arange(1, n + 1, dtype=np.int32))
+            samples.append({"__key__": key.encode(), "input_ids.npy": out.getvalue()})
+        urls.append(write_members(tmp_path / f"docs-{s}.tar", samples))
+    scope: dict[str, Any] = {"urls": urls}
+    exec(doc_block("### Worked example", 0), scope)
+    seen = []
+    for batch in scope["dataset"]:
+        assert batch["input_ids"].shape[1:] == (4096,)
+        for row in range(batch["input_ids"].shape[0]):
+            keys = batch["keys"][row]
+            seg, pos, ids = (batch[f][row] for f in ("segment_ids", "position_ids", "input_ids"))
+            for n, key in enumerate(keys, 1):
+                doc = seg == n
+                assert int(doc.sum()) == lengths[key]
+                assert (pos[doc] == np.arange(lengths[key])).all()
+                assert (ids[doc] == np.arange(1, lengths[key] + 1)).all()
+            assert (ids[seg == 0] == 0).all()
+            seen.extend(keys)
+    assert sorted(seen) == sorted(lengths)
+
+
+def test_docs_resolution_bucket_example_runs(tmp_path: Path) -> None:
+    image = pytest.importorskip("PIL.Image")
+    samples = []
+    for i in range(50):
+        size = [(32, 48), (64, 64)][i % 3 == 0]
+        out = io.BytesIO()
+        image.new("RGB", size, (i, 0, 0)).save(out, format="JPEG")
+        samples.append({"__key__": f"im{i:02d}".encode(), "jpg": out.getvalue()})
+    scope: dict[str, Any] = {"urls": [write_members(tmp_path / "im.tar", samples)], "wds": wds}
+    exec(doc_block("### Worked example", 1), scope)
+    total = 0
+    for batch in scope["buckets"]:
+        assert len({tuple(shape) for shape in (im.shape for im in batch["jpg"])}) == 1
+        total += len(batch["__key__"])
+    assert total == 50
