@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+import wds_cloud as wds
 from tests.core import packing_loop
+from tests.resume.helpers import run_interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP = Path(packing_loop.__file__)
@@ -49,23 +51,6 @@ def keys(item: Any) -> str:
     return ",".join(item["keys"])
 
 
-def interrupted(mode: str, urls: list[str], stops: list[int]) -> list[str]:
-    """Outputs of ``mode``'s pipeline stopped after each of ``stops`` items (counted from each
-    restart), its state taken through JSON and loaded into a new pipeline."""
-    out: list[str] = []
-    state = None
-    for stop in [*stops, None]:
-        ds = packing_loop.dataset(mode, urls)
-        if state is not None:
-            ds.load_state_dict(state)
-        for n, item in enumerate(ds, 1):
-            out.append(keys(item))
-            if n == stop:
-                state = json.loads(json.dumps(ds.state_dict()))
-                break
-    return out
-
-
 @pytest.mark.parametrize("mode", ["pack", "group"])
 def test_resume_in_process_equals_the_uninterrupted_run(tmp_path: Path, mode: str) -> None:
     urls = write_token_shards(tmp_path)
@@ -75,7 +60,10 @@ def test_resume_in_process_equals_the_uninterrupted_run(tmp_path: Path, mode: st
     for seed in range(4):
         rng = random.Random(seed)
         stops = [rng.randint(1, 12) for _ in range(3)]
-        assert interrupted(mode, urls, stops) == full, stops
+        delivered, _ = run_interrupted(
+            lambda: packing_loop.dataset(mode, urls), stops, lambda item: [keys(item)]
+        )
+        assert delivered == full, stops
 
 
 def test_state_names_buffered_samples_as_not_delivered(tmp_path: Path) -> None:
@@ -130,3 +118,30 @@ def test_sigkill_mid_epoch_resumes_to_the_uninterrupted_output(tmp_path: Path, m
     rng = random.Random(mode)
     kills = [rng.randint(2, 9) for _ in range(3)]
     assert run_killed(mode, urls, tmp_path / "killed", kills) == clean, kills
+
+
+def loader(mode: str, urls: list[str]) -> Any:
+    """Packs made in 2 DataLoader workers (``pack``), or groups made in the main process from
+    the samples the workers send (``group``)."""
+    ds = wds.WebDataset(urls, shardshuffle=True, seed=17)
+    if mode == "pack":
+        ds = ds.pack(100, length=packing_loop.tokens, buffer=12, pack_fn=packing_loop.concat)
+        return wds.WebLoader(ds, num_workers=2, batch_size=None)
+    return (
+        wds.WebLoader(ds.batched(4, collation_fn=None), num_workers=2, batch_size=None)
+        .unlisted()
+        .group_by(packing_loop.bucket, 4, buffer=10)
+    )
+
+
+def key_list(item: Any) -> list[str]:
+    return list(item["keys"]) if isinstance(item, dict) else [s["__key__"] for s in item]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["pack", "group"])
+def test_dataloader_workers_deliver_every_sample_once(tmp_path: Path, mode: str) -> None:
+    pytest.importorskip("torch")
+    urls = write_token_shards(tmp_path)
+    delivered, _ = run_interrupted(lambda: loader(mode, urls), [3, 5, 4], key_list)
+    assert sorted(delivered) == sorted(f"s{s}/k{i:03d}" for s in range(6) for i in range(25))

@@ -240,7 +240,7 @@ def _run_regroup(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
             yield item
 
     carried: list[Any] = []
-    for group in stage.regroup(tap()):
+    for group in invoke_stage(stage.regroup, tap()):
         for index in group.dropped:
             carried.extend(table.pop(index))
         rows = [table.pop(index) for index in group.members]
