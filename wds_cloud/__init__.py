@@ -100,6 +100,12 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     from wds_cloud.core.multishard import (
         MultiShardSample as MultiShardSample,
     )
+    from wds_cloud.core.packing import (
+        GroupBy as GroupBy,
+        Pack as Pack,
+        group_by as group_by,
+        pack as pack,
+    )
     from wds_cloud.core.samples import (
         base_plus_ext as base_plus_ext,
         group_by_keys as group_by_keys,
@@ -395,6 +401,10 @@ _EXPORTS: dict[str, str] = {
     "listed": "wds_cloud.core.batching",
     "unbatched": "wds_cloud.core.batching",
     "unlisted": "wds_cloud.core.batching",
+    "GroupBy": "wds_cloud.core.packing",
+    "Pack": "wds_cloud.core.packing",
+    "group_by": "wds_cloud.core.packing",
+    "pack": "wds_cloud.core.packing",
     "detshuffle": "wds_cloud.core.shuffle",
     "shuffle": "wds_cloud.core.shuffle",
     "stage_kind": "wds_cloud.core.stagekind",
