@@ -60,10 +60,54 @@ def watch_stage(rec: Recorder, source: Any, stage: Any) -> None:
     """``source`` (what running ``stage`` returned) is a generator: charge the time in its
     frame to the stage, while the calling thread is in a profiled pass (the pipelines' one
     way of running a stage calls this once per stage and pass)."""
-    frame = getattr(source, "gi_frame", None)
     thread = rec.watched()
-    if frame is not None and thread is not None and thread.depth > 0:
-        rec.watch(thread, frame, stage_label(stage))
+    if thread is None or thread.depth == 0:
+        return
+    if hasattr(source, "_tasks_outstanding"):  # torch's multi-process DataLoader iterator
+        rec.gauge("loader batches in flight", source, _loader_in_flight)
+        rec.gauge("loader batches ready", source, _loader_ready)
+        return
+    frame = getattr(source, "gi_frame", None)
+    if frame is not None:
+        label = stage_label(stage)
+        rec.watch(thread, frame, label)
+        if label == "shuffle":
+            rec.gauge("shuffle buffer", source, _shuffle_fill)
+
+
+# Gauges, read by the sampler at each look (``Recorder.gauge``); each reads what its owner
+# already keeps, so nothing runs per sample or per batch.
+
+
+def _loader_in_flight(it: Any) -> float:
+    """Batches a DataLoader has asked of its workers and not handed out yet (at most
+    ``num_workers * prefetch_factor``)."""
+    return float(it._tasks_outstanding)
+
+
+def _loader_ready(it: Any) -> float:
+    """Batches the workers have delivered and the DataLoader has not handed out yet: in its
+    result queue, or received out of order and held."""
+    try:
+        queued = it._data_queue.qsize()
+    except NotImplementedError:  # macOS multiprocessing queues
+        queued = 0
+    held = sum(1 for info in list(it._task_info.values()) if len(info) == 2)
+    return float(queued + held)
+
+
+def _shuffle_fill(gen: Any) -> float:
+    """Items in a shuffle stage's buffer: the ``buf`` of its generator, or of the one it
+    delegates to (``core/shuffle.py``'s ``buffer_shuffle``)."""
+    for _ in range(3):
+        frame = getattr(gen, "gi_frame", None)
+        if frame is None:
+            return 0.0
+        buf = frame.f_locals.get("buf")
+        if buf is not None:
+            return float(len(buf))
+        gen = gen.gi_yieldfrom
+    return 0.0
 
 
 def profiled_iter(

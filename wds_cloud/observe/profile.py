@@ -27,7 +27,8 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 from typing import Any
 
@@ -188,6 +189,10 @@ class Recorder:
         self.items = 0
         self.bytes_read = 0  # by the shard streams (the "bytes read" counter)
         self.shards_open = 0  # shards opened and not closed yet (the "shards open" counter)
+        # queue depths and bytes in flight, read at each look: name -> [(owner, read)], the
+        # value of a counter is the sum over the live owners; the last value written per name
+        self._gauges: dict[str, list[tuple[weakref.ref[Any], Callable[[Any], float]]]] = {}
+        self._gauge_values: dict[str, float] = {}
         self._dumped = 0  # events already written to the dump file
         self._frames: dict[int, tuple[FrameType, str]] = {}  # id(frame) -> (frame, stage)
         self._codes: dict[CodeType, str] = {}
@@ -219,6 +224,34 @@ class Recorder:
     def counter(self, name: str, value: float) -> None:
         """A trace counter sample (bytes read, queue depth) at the current time."""
         self._event(("C", name, "counter", 0, time.perf_counter_ns(), 0, {name: value}))
+
+    def gauge(self, name: str, owner: Any, read: Callable[[Any], float]) -> None:
+        """A ``C`` counter ``name`` (a queue depth, bytes in flight) read at every look of
+        the sampler: ``read(owner)`` summed over the live owners of that name, written when it
+        changed. An owner is held weakly: once it is gone it counts no more."""
+        with self._lock:
+            self._gauges.setdefault(name, []).append((weakref.ref(owner), read))
+
+    def _read_gauges(self) -> None:
+        for name, owners in list(self._gauges.items()):
+            total = 0.0
+            live = []
+            for ref, read in owners:
+                owner = ref()
+                if owner is None:
+                    continue
+                live.append((ref, read))
+                try:
+                    total += read(owner)
+                except Exception:  # a gauge of something torn down meanwhile counts 0
+                    continue
+            if live:
+                self._gauges[name] = live
+            else:
+                del self._gauges[name]
+            if self._gauge_values.get(name) != total:
+                self._gauge_values[name] = total
+                self.counter(name, total)
 
     def _event(self, event: tuple[Any, ...]) -> None:
         if len(self.events) < MAX_EVENTS:
@@ -331,6 +364,8 @@ class Recorder:
                     self._charge(thread, now, frames.get(thread.ident))
             if self.bytes_read:
                 self.counter("bytes read", self.bytes_read)
+            if self._gauges:
+                self._read_gauges()
 
     def _run(self, stop: threading.Event) -> None:
         next_dump = time.monotonic() + DUMP_EVERY

@@ -12,7 +12,12 @@ in microseconds from the first recorder's start. Tracks, per process (``pid``, n
 * ``shards``, ``shards 2``...: an ``X`` span per shard from open to close (URL redacted,
   bytes read), on as many tracks as shards were open at once, so spans never overlap;
 * ``C`` counters per process: ``bytes read`` (so far, by the shard streams) and ``shards
-  open`` (opened and not closed yet: the shards in flight, the next one opened ahead counted).
+  open`` (opened and not closed yet: the shards in flight, the next one opened ahead counted);
+  and the gauges the sampler reads at each look (written when they change): ``loader batches
+  in flight`` / ``loader batches ready`` (a DataLoader's prefetch queue: asked of the workers
+  and not handed out / delivered by them and not handed out), ``shuffle buffer`` (items in a
+  shuffle stage's buffer), ``device prefetch`` (batches ``DevicePrefetcher`` copied ahead) and
+  ``bytes in flight`` (parallel ranged reads: requested and not handed to the tar reader).
 
 Spans of one track never overlap partially (they are sequential), so they nest trivially.
 """

@@ -29,7 +29,7 @@ import torch
 from wds_cloud.core.collate import torch_collate
 from wds_cloud.errors import ConfigError
 from wds_cloud.observe.passes import profiled_iter
-from wds_cloud.observe.profile import profile_enabled
+from wds_cloud.observe.profile import current as current_recorder, profile_enabled
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 from wds_cloud.resume.loop import gather_states, local_state
@@ -214,6 +214,7 @@ class ReadAhead:
         self.loader = loader
         self.prepare = prepare
         self.holding = False  # whether the state to give is the held one
+        self.ahead = 0  # batches read and prepared ahead, not handed out yet (0 or 1)
         self._held: dict[str, Any] | None = None
         self._gather = False
         self._error: Exception | None = None
@@ -246,6 +247,9 @@ class ReadAhead:
     def __iter__(self) -> Iterator[Any]:
         track = hasattr(self.loader, "state_dict") and tracking_on(self.loader)
         source = iter(self.loader)
+        rec = current_recorder()  # profiling: the read-ahead is a counter of the trace
+        if rec is not None:
+            rec.gauge("device prefetch", self, lambda ahead: ahead.ahead)
         upcoming = next(source, _END)
         self.holding = True
         if upcoming is not _END:
@@ -257,7 +261,9 @@ class ReadAhead:
             upcoming = next(source, _END)
             if upcoming is not _END:
                 upcoming = self.prepare(upcoming)
+            self.ahead = int(upcoming is not _END)
             yield current
+        self.ahead = 0
         # kept when the loop is left early (the loader has read one batch more than delivered)
         self.holding = False  # ran to the end: the loader's own state is current
 
