@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from wds_cloud.observe.profile import (
@@ -24,7 +24,15 @@ from wds_cloud.observe.profile import (
     recorder,
 )
 
-__all__ = ["profiled_iter", "stage_label", "timed_items", "watch_stage"]
+__all__ = [
+    "batch_worker",
+    "profiled_iter",
+    "run_batch_stages",
+    "stage_label",
+    "timed_batch_read",
+    "timed_items",
+    "watch_stage",
+]
 
 
 _DEFAULT_DECODERS = frozenset({"GzFilter", "BasicHandlers"})  # every Decoder's pre and post
@@ -195,3 +203,63 @@ def timed_items(it: Iterator[Any], rec: Recorder, name: str) -> Iterator[Any]:
         if len(events) < MAX_EVENTS:
             events.append(("X", "batch", "batch", ident, start, end - start, None))
         yield item
+
+
+# -- batches read on request (make_loader(order="global")) ----------------------------------
+
+
+def batch_worker(dump: str | None) -> Recorder:
+    """This process's recorder, its calling thread watched from now on: a process handed
+    batches to read (a global-order DataLoader worker) has no pass that ends, so it is watched
+    from its first batch to its exit, its totals written every ``DUMP_EVERY`` seconds and when
+    it exits (a multiprocessing finalizer: DataLoader workers are multiprocessing processes)."""
+    rec = recorder(dump)
+    thread = rec.thread(IDLE if rec.worker >= 0 else CONSUMER)
+    if thread.depth == 0:
+        rec.enter(thread)
+        if rec.dump is not None:
+            from multiprocessing.util import Finalize
+
+            Finalize(rec, rec.write_dump, exitpriority=10)
+    return rec
+
+
+def timed_batch_read(rec: Recorder, read: Callable[[], list[Any]]) -> list[Any]:
+    """``read()`` (one batch's samples), timed into timer ``batch read`` with the bytes of the
+    samples' fields, and marked as a ``batch read`` span."""
+    start = time.perf_counter_ns()
+    samples = read()
+    end = time.perf_counter_ns()
+    nbytes = sum(
+        len(value)
+        for sample in samples
+        if isinstance(sample, dict)
+        for value in sample.values()
+        if isinstance(value, bytes | bytearray | memoryview)
+    )
+    rec.add("batch read", (end - start) / 1e9, 1, nbytes)
+    rec.span("batch read", "batch", start, end)
+    return samples
+
+
+def run_batch_stages(
+    rec: Recorder | None, stages: Iterable[Callable[[Any], Any]], samples: list[Any]
+) -> list[Any]:
+    """``samples`` through ``stages`` (curried pipeline stages), each stage's generator frame
+    watched while they run (``rec``: the recorder, None when profiling is off), then forgotten:
+    a batch's stages live as long as the batch."""
+    out: Any = iter(samples)
+    thread = rec.watched() if rec is not None else None
+    if rec is None or thread is None or thread.depth == 0:
+        for stage in stages:
+            out = stage(out)
+        return list(out)
+    before = len(thread.frames)
+    for stage in stages:
+        out = stage(out)
+        watch_stage(rec, out, stage)
+    try:
+        return list(out)
+    finally:
+        if len(thread.frames) > before:
+            rec.unwatch(thread, len(thread.frames) - before)

@@ -74,6 +74,11 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
     # a worker's stack continues below its loop with the parent's frames at fork time
     ("torch/utils/data/_utils/worker.py", "_worker_loop", _STOP),
     ("wds_cloud/observe/stream.py", None, "read wait"),
+    # make_loader(order="global"): a batch read (its coalesced requests, or waiting for them)
+    ("wds_cloud/index/globalorder.py", "fetch_batch", "batch read"),
+    ("wds_cloud/index/globalorder.py", "iter_fetched", "batch read"),
+    ("wds_cloud/index/indexed.py", "get_batch", "batch read"),
+    ("wds_cloud/index/indexed.py", "iter_batches", "batch read"),
     ("wds_cloud/openers/", None, "open"),
     ("wds_cloud/listing.py", None, "open"),
     ("wds_cloud/core/tarsource.py", None, "tar parse"),
@@ -92,6 +97,7 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
 # when several kinds of code are on the stack below the innermost stage, the one that says most
 _PRIORITY = {
     "read wait": 0,
+    "batch read": 0,
     "open": 1,
     "device copy": 2,
     "transfer": 3,
@@ -311,6 +317,14 @@ class Recorder:
         with self._lock:
             self._frames[id(frame)] = (frame, stage)
             thread.frames.append(id(frame))
+
+    def unwatch(self, thread: ThreadRecord, count: int) -> None:
+        """Forget the last ``count`` stage frames :meth:`watch` registered for ``thread``
+        (stages run per batch inside a long pass: a global-order batch's)."""
+        with self._lock:
+            for frame_id in thread.frames[-count:]:
+                self._frames.pop(frame_id, None)
+            del thread.frames[-count:]
 
     def _label(self, frame: FrameType | None, thread: ThreadRecord) -> str:
         best = ""

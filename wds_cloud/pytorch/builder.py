@@ -154,13 +154,13 @@ class DevicePrefetcher:
         self.loader.load_state_dict(state)  # type: ignore[attr-defined]
         self._ahead = None
 
-    def profile_report(self) -> Any:
+    def profile_report(self, gather: bool = True) -> Any:
         """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.profile_report`."""
-        return self.loader.profile_report()  # type: ignore[attr-defined]
+        return self.loader.profile_report(gather)  # type: ignore[attr-defined]
 
-    def export_trace(self, path: str) -> None:
+    def export_trace(self, path: str, gather: bool = True) -> None:
         """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.export_trace`."""
-        self.loader.export_trace(path)  # type: ignore[attr-defined]
+        self.loader.export_trace(path, gather)  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[Any]:
         batches = self._batches()
@@ -336,9 +336,7 @@ def make_loader(
             ``epoch_size``, ``resampled`` and ``inner_batch`` are refused.
         profile: measure where the time goes, in the main process and the workers; read it
             with ``loader.profile_report()`` / ``loader.export_trace(path)``
-            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off). Streaming
-            only: ``order="global"`` refuses ``profile=True`` (and ignores the variable, with a
-            warning).
+            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off).
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -363,12 +361,6 @@ def make_loader(
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
     if order == "global":
-        if profile:
-            raise ConfigError("make_loader(order='global'): profile=True is for streaming only")
-        if profile_enabled(profile):
-            log.warning(
-                "make_loader(order='global'): WDS_CLOUD_PROFILE is ignored (streaming only)"
-            )
         if epoch_size is not None or resampled or inner_batch is not None:
             raise ConfigError(
                 "make_loader(order='global'): epoch_size, resampled and inner_batch apply to "
@@ -391,6 +383,8 @@ def make_loader(
             pin=pin_batch if pin_memory and device is None and torch.cuda.is_available() else None,
             **webdataset_kw,
         )
+        if profile_enabled(profile):
+            loader.profile()
         if device is not None and (prefetch_to_device or torch.device(device).type != "cpu"):
             return DevicePrefetcher(loader, torch.device(device), pin_memory=pin_memory)
         return loader
