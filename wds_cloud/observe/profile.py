@@ -237,9 +237,17 @@ class Recorder:
         changed. An owner is held weakly: once it is gone it counts no more."""
         with self._lock:
             self._gauges.setdefault(name, []).append((weakref.ref(owner), read))
+            self._read_gauges((name,))  # its first value, however soon it is gone
 
-    def _read_gauges(self) -> None:
-        for name, owners in list(self._gauges.items()):
+    def refresh(self, name: str) -> None:
+        """Read gauge ``name`` now (its owner changed it: a stream closed)."""
+        with self._lock:
+            if name in self._gauges:
+                self._read_gauges((name,))
+
+    def _read_gauges(self, names: tuple[str, ...] | None = None) -> None:
+        for name in names if names is not None else list(self._gauges):
+            owners = self._gauges[name]
             total = 0.0
             live = []
             for ref, read in owners:

@@ -141,6 +141,7 @@ class TimedStream(io.RawIOBase):
             self.start_ns = 0
             self.rec.shards_open -= 1
             self.rec.counter("shards open", self.rec.shards_open)
+            self.rec.refresh("bytes in flight")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
