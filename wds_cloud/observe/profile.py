@@ -194,6 +194,7 @@ class Recorder:
         self.dropped = 0
         self.items = 0
         self.bytes_read = 0  # by the shard streams (the "bytes read" counter)
+        self._bytes_seen = 0  # its value at the last look
         self.shards_open = 0  # shards opened and not closed yet (the "shards open" counter)
         # queue depths and bytes in flight, read at each look: name -> [(owner, read)], the
         # value of a counter is the sum over the live owners; the last value written per name
@@ -384,7 +385,8 @@ class Recorder:
             for thread in self._threads.values():
                 if thread.depth > 0:
                     self._charge(thread, now, frames.get(thread.ident))
-            if self.bytes_read:
+            if self.bytes_read != self._bytes_seen:  # written when it changed
+                self._bytes_seen = self.bytes_read
                 self.counter("bytes read", self.bytes_read)
             if self._gauges:
                 self._read_gauges()
