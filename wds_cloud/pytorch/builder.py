@@ -29,7 +29,7 @@ import torch
 from wds_cloud.core.collate import torch_collate
 from wds_cloud.errors import ConfigError
 from wds_cloud.observe.passes import profiled_iter
-from wds_cloud.observe.profile import profile_enabled
+from wds_cloud.observe.profile import current as current_recorder, profile_enabled
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 from wds_cloud.resume.loop import gather_states, local_state
@@ -154,13 +154,13 @@ class DevicePrefetcher:
         self.loader.load_state_dict(state)  # type: ignore[attr-defined]
         self._ahead = None
 
-    def profile_report(self) -> Any:
+    def profile_report(self, gather: bool = True) -> Any:
         """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.profile_report`."""
-        return self.loader.profile_report()  # type: ignore[attr-defined]
+        return self.loader.profile_report(gather)  # type: ignore[attr-defined]
 
-    def export_trace(self, path: str) -> None:
+    def export_trace(self, path: str, gather: bool = True) -> None:
         """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.export_trace`."""
-        self.loader.export_trace(path)  # type: ignore[attr-defined]
+        self.loader.export_trace(path, gather)  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[Any]:
         batches = self._batches()
@@ -214,6 +214,7 @@ class ReadAhead:
         self.loader = loader
         self.prepare = prepare
         self.holding = False  # whether the state to give is the held one
+        self.ahead = 0  # batches read and prepared ahead, not handed out yet (0 or 1)
         self._held: dict[str, Any] | None = None
         self._gather = False
         self._error: Exception | None = None
@@ -246,6 +247,9 @@ class ReadAhead:
     def __iter__(self) -> Iterator[Any]:
         track = hasattr(self.loader, "state_dict") and tracking_on(self.loader)
         source = iter(self.loader)
+        rec = current_recorder()  # profiling: the read-ahead is a counter of the trace
+        if rec is not None:
+            rec.gauge("device prefetch", self, lambda ahead: ahead.ahead)
         upcoming = next(source, _END)
         self.holding = True
         if upcoming is not _END:
@@ -257,7 +261,9 @@ class ReadAhead:
             upcoming = next(source, _END)
             if upcoming is not _END:
                 upcoming = self.prepare(upcoming)
+            self.ahead = int(upcoming is not _END)
             yield current
+        self.ahead = 0
         # kept when the loop is left early (the loader has read one batch more than delivered)
         self.holding = False  # ran to the end: the loader's own state is current
 
@@ -331,9 +337,7 @@ def make_loader(
             ``epoch_size``, ``resampled`` and ``inner_batch`` are refused.
         profile: measure where the time goes, in the main process and the workers; read it
             with ``loader.profile_report()`` / ``loader.export_trace(path)``
-            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off). Streaming
-            only: ``order="global"`` refuses ``profile=True`` (and ignores the variable, with a
-            warning).
+            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off).
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -358,12 +362,6 @@ def make_loader(
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
     if order == "global":
-        if profile:
-            raise ConfigError("make_loader(order='global'): profile=True is for streaming only")
-        if profile_enabled(profile):
-            log.warning(
-                "make_loader(order='global'): WDS_CLOUD_PROFILE is ignored (streaming only)"
-            )
         if epoch_size is not None or resampled or inner_batch is not None:
             raise ConfigError(
                 "make_loader(order='global'): epoch_size, resampled and inner_batch apply to "
@@ -386,6 +384,8 @@ def make_loader(
             pin=pin_batch if pin_memory and device is None and torch.cuda.is_available() else None,
             **webdataset_kw,
         )
+        if profile_enabled(profile):
+            loader.profile()
         if device is not None and (prefetch_to_device or torch.device(device).type != "cpu"):
             return DevicePrefetcher(loader, torch.device(device), pin_memory=pin_memory)
         return loader

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from wds_cloud.core.mix import RandomMix, mix_weights, mixed_samples
+from wds_cloud.core.pipeline_base import invoke_stage
 from wds_cloud.core.shards import worker_info
 from wds_cloud.core.shuffle import stable_seed
 from wds_cloud.resume import kept
@@ -57,7 +58,7 @@ def _loader_pairs(loader: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]
     if ctx.get("resume") is not None:
         shut_down_persistent_workers(loader)
     watch: Watch | None = ctx.get("watch")
-    for value in loader:
+    for value in invoke_stage(loader):  # the one way a stage runs (profiling watches it)
         if isinstance(value, Tagged):
             if value.refused and watch is not None:
                 watch.add(value.refused)
