@@ -329,3 +329,30 @@ def test_profile_reports_thread_stages(image_shards: list[str]) -> None:
     main = [p for p in report.processes if p.role == "main"]
     assert main and main[0].pid == os.getpid()
     assert main[0].timers["open"].count == NSHARDS  # the readers record in this process
+
+
+def test_device_prefetcher_and_state_dict(image_shards: list[str]) -> None:
+    """device= and prefetch_to_device= wrap the thread loader as they wrap the process one;
+    its state_dict() mid-epoch resumes the rest exactly (in process, here)."""
+    kw: dict[str, Any] = {
+        "batch_size": 4,
+        "num_workers": 2,
+        "seed": 5,
+        "decode": "torchrgb8",
+        "to_tuple": "jpg cls",
+        "shuffle_buffer": 6,
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "prefetch_to_device": True,
+    }
+    want = _batches(make_loader(image_shards, executor="processes", **kw))
+    loader = make_loader(image_shards, executor="threads", **kw)
+    assert _batches(loader) == want
+    it = iter(loader)
+    head = _batches(it, 3)
+    state = loader.state_dict()
+    del it
+    resumed = make_loader(image_shards, executor="threads", **kw)
+    resumed.load_state_dict(state)
+    rest = _batches(resumed)
+    delivered = [c for b in head + rest for c in b[1]]
+    assert sorted(delivered) == list(range(NSHARDS * PER_SHARD))
