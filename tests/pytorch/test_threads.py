@@ -22,6 +22,7 @@ import pytest
 import torch
 from PIL import Image
 
+import wds_cloud as wds
 from wds_cloud.core.decodehandlers import DecodingError
 from wds_cloud.core.handlers import ContinueHandler
 from wds_cloud.core.threadworkers import THREAD_PREFIX, ThreadWorkers
@@ -133,7 +134,7 @@ def test_threads_equal_processes_unbatched_pipeline(image_shards: list[str]) -> 
     ds = WebDataset(image_shards, seed=4).shuffle(6).decode("rgb8").to_tuple("jpg", "cls")
     ds = ds.select(_odd_cls).batched(4)
     want = _batches(build(WebLoader(ds, batch_size=None, num_workers=2)))
-    got = _batches(build(ThreadLoader(ds, num_workers=2)))
+    got = _batches(build(wds.ThreadLoader(ds, num_workers=2)))  # the public name
     assert got == want and want
 
 
