@@ -78,10 +78,17 @@ def _plus_one(sample: Any) -> Any:
 
 
 def _batches(loader: Any, limit: int | None = None) -> list[list[Any]]:
-    """Each batch as plain lists (tensors to lists), for comparisons."""
+    """Each batch as plain lists (a tensor as its dtype, shape and values), for comparisons."""
     out = []
     for batch in itertools.islice(loader, limit):
-        out.append([x.tolist() if isinstance(x, torch.Tensor) else list(x) for x in batch])
+        out.append(
+            [
+                (str(x.dtype), tuple(x.shape), x.tolist())
+                if isinstance(x, torch.Tensor)
+                else list(x)
+                for x in batch
+            ]
+        )
     return out
 
 
@@ -355,7 +362,7 @@ def test_device_prefetcher_and_state_dict(image_shards: list[str]) -> None:
     resumed = make_loader(image_shards, executor="threads", **kw)
     resumed.load_state_dict(state)
     rest = _batches(resumed)
-    delivered = [c for b in head + rest for c in b[1]]
+    delivered = [c for b in head + rest for c in b[1][2]]
     assert sorted(delivered) == list(range(NSHARDS * PER_SHARD))
 
 

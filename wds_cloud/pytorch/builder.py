@@ -368,7 +368,12 @@ def make_loader(
         )
     threads = executor == "threads"
     if threads:
-        from wds_cloud.pytorch.threadloader import GilWatch, ThreadLoader, check_threads
+        from wds_cloud.pytorch.threadloader import (
+            GilWatch,
+            ThreadLoader,
+            check_threads,
+            inner_columns,
+        )
 
         check_threads(num_workers, order)
         map = GilWatch(map, num_workers) if map is not None else None
@@ -429,7 +434,9 @@ def make_loader(
         )
     if map is not None:
         dataset = dataset.map(map)
-    dataset = dataset.batched(inner_batch or batch_size, partial=True)
+    # threads: arrays stay per sample in the readers' batches (one copy, the final collation)
+    inner: dict[str, Any] = {"collation_fn": inner_columns} if threads else {}
+    dataset = dataset.batched(inner_batch or batch_size, partial=True, **inner)
 
     loader_kw: dict[str, Any] = {"batch_size": None, "num_workers": num_workers}
     if num_workers > 0:
