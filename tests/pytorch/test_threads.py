@@ -259,6 +259,18 @@ def test_no_thread_or_fd_left_after_close_or_gc(image_shards: list[str]) -> None
     gc.collect()
     assert not _reader_threads()
     assert _fds() <= before
+    # the loader closed mid-epoch while its iterator is still held
+    loader = make_loader(image_shards, executor="threads", **kw)
+    it = iter(loader)
+    next(it)
+    assert _reader_threads()
+    loader.close()
+    assert not _reader_threads()
+    with pytest.raises(StopIteration):  # what the readers had queued is dropped too
+        while True:
+            next(it)
+    del it
+    assert _fds() <= before
     # dropped mid-epoch, never closed
     loader = make_loader(image_shards, executor="threads", **kw)
     it = iter(loader)
@@ -410,3 +422,19 @@ def test_ranks_resampled_and_dataset_windows(
     got = _batches(ThreadLoader(ds, num_workers=2).unbatched().batched(4))
     assert got == want
     assert sum(len(b[0]) for b in got) == 2 * 7 * 2  # 7 batches of 2 per reader
+
+
+@pytest.mark.parametrize(("first", "then"), [("processes", "threads"), ("threads", "processes")])
+def test_state_moves_between_executors(image_shards: list[str], first: str, then: str) -> None:
+    """A state taken on one executor resumes on the other (same readers): exactly once."""
+    kw: dict[str, Any] = {"batch_size": 4, "num_workers": 2, "seed": 6, "to_tuple": "cls"}
+    kw["shuffle_buffer"] = 5
+    loader = make_loader(image_shards, executor=first, **kw)
+    it = iter(loader)
+    head = _batches(it, 4)
+    state = loader.state_dict()
+    del it
+    resumed = make_loader(image_shards, executor=then, **kw)
+    resumed.load_state_dict(state)
+    delivered = [int(c) for b in head + _batches(resumed) for c in b[0]]
+    assert sorted(delivered) == list(range(NSHARDS * PER_SHARD))

@@ -150,10 +150,6 @@ class ThreadLoader(WebLoader):
                 self.listing_seconds = dataset.__dict__.pop("listing_seconds")
         return self
 
-    def close(self) -> None:
-        """Stop the reader threads of the iteration in progress and wait for them."""
-        self.pipeline[0].close()
-
 
 class GilWatch:
     """Wrap a per-sample function run on the reader threads and warn once when it holds the
