@@ -438,3 +438,11 @@ def test_state_moves_between_executors(image_shards: list[str], first: str, then
     resumed.load_state_dict(state)
     delivered = [int(c) for b in head + _batches(resumed) for c in b[0]]
     assert sorted(delivered) == list(range(NSHARDS * PER_SHARD))
+
+
+def test_profile_names_the_hand_over_transfer() -> None:
+    """The training thread waiting for a reader's batch is charged to "transfer", as waiting
+    for a worker process is."""
+    from wds_cloud.observe.profile import _rule
+
+    assert _rule(ThreadWorkers.__next__.__code__) == "transfer"
