@@ -446,3 +446,20 @@ def test_profile_names_the_hand_over_transfer() -> None:
     from wds_cloud.observe.profile import _rule
 
     assert _rule(ThreadWorkers.__next__.__code__) == "transfer"
+
+
+@pytest.mark.parametrize(
+    ("cpu_per_call", "warned"),
+    [(0.005, True), (0.0095, False), (0.0002, False)],  # GIL-bound, GIL-free C, I/O wait
+)
+def test_gil_rule_on_given_measurements(cpu_per_call: float, warned: bool) -> None:
+    """The rule on fixed measurements: 2 threads, calls of 10 ms each, back to back on both
+    threads (so the span is half the summed wall time): CPU 5 ms a call is one core shared
+    by two threads (flagged); 9.5 ms is two cores (not); 0.2 ms is waiting (not)."""
+    watch = GilWatch(_pure_python, readers=2)
+    watch.on = True  # measured here whatever this machine's cores
+    for i in range(40):
+        start = (i // 2) * 0.01  # two threads, each call 10 ms, side by side
+        watch._record(start, start + 0.01, cpu_per_call)
+    assert watch.measured is not None and not watch.on
+    assert watch.warned is warned
