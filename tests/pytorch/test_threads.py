@@ -463,3 +463,14 @@ def test_gil_rule_on_given_measurements(cpu_per_call: float, warned: bool) -> No
         watch._record(start, start + 0.01, cpu_per_call)
     assert watch.measured is not None and not watch.on
     assert watch.warned is warned
+
+
+def test_worker_info_in_reader_threads() -> None:
+    """Inside reader ``i``, the core's worker_info() says worker ``i`` of ``n``."""
+    from wds_cloud.core.shards import worker_info
+
+    def scope() -> Any:
+        yield worker_info()[2:]
+
+    assert sorted(ThreadWorkers([scope(), scope(), scope()])) == [(0, 3), (1, 3), (2, 3)]
+    assert worker_info()[2:] == (0, 1)  # not in a reader
