@@ -294,7 +294,8 @@ def make_loader(
     """Build a training loader over WebDataset shards (any backend).
 
     Args:
-        urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``).
+        urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``), or
+            ``wds.join(...)`` (joined column sets, ``docs/mixing.md``).
         batch_size: samples per batch delivered to the training loop.
         num_workers: DataLoader worker processes (0: read in the main process).
         shuffle_buffer: sample shuffle buffer, used both inside each worker and across workers
