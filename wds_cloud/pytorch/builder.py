@@ -294,6 +294,7 @@ def make_loader(
     raw_map: Callable[[Any], Any] | None = None,
     order: str = "stream",
     profile: bool | None = None,
+    executor: str = "processes",
     **webdataset_kw: Any,
 ) -> Any:
     """Build a training loader over WebDataset shards (any backend).
@@ -338,6 +339,11 @@ def make_loader(
         profile: measure where the time goes, in the main process and the workers; read it
             with ``loader.profile_report()`` / ``loader.export_trace(path)``
             (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off).
+        executor: ``"processes"`` (default): ``num_workers`` DataLoader worker processes;
+            ``"threads"``: ``num_workers`` reader threads in this process
+            (:class:`~wds_cloud.pytorch.threadloader.ThreadLoader`), the same samples in the
+            same order, no pickling or inter-process copies; ``map``/``raw_map`` holding the
+            GIL are reported (docs/pytorch.md, "Threads vs processes"). Streaming only.
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -361,6 +367,22 @@ def make_loader(
         raise ConfigError(f"make_loader: num_workers must be >= 0, got {num_workers}")
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
+    if executor not in ("processes", "threads"):
+        raise ConfigError(
+            f"make_loader: executor must be 'processes' or 'threads', got {executor!r}"
+        )
+    threads = executor == "threads"
+    if threads:
+        from wds_cloud.pytorch.threadloader import (
+            GilWatch,
+            ThreadLoader,
+            check_threads,
+            inner_columns,
+        )
+
+        check_threads(num_workers, order)
+        map = GilWatch(map, num_workers) if map is not None else None
+        raw_map = GilWatch(raw_map, num_workers) if raw_map is not None else None
     if order == "global":
         if epoch_size is not None or resampled or inner_batch is not None:
             raise ConfigError(
@@ -413,13 +435,21 @@ def make_loader(
         )
     if map is not None:
         dataset = dataset.map(map)
-    dataset = dataset.batched(inner_batch or batch_size, partial=True)
+    # threads: arrays stay per sample in the readers' batches (one copy, the final collation)
+    inner: dict[str, Any] = {"collation_fn": inner_columns} if threads else {}
+    dataset = dataset.batched(inner_batch or batch_size, partial=True, **inner)
 
     loader_kw: dict[str, Any] = {"batch_size": None, "num_workers": num_workers}
     if num_workers > 0:
         loader_kw["persistent_workers"] = persistent_workers
         loader_kw["prefetch_factor"] = prefetch_factor
-    samples: Any = WebLoader(dataset, **loader_kw).unbatched()
+    if threads:
+        reader: Any = ThreadLoader(
+            dataset, num_workers=num_workers, prefetch_factor=prefetch_factor
+        )
+    else:
+        reader = WebLoader(dataset, **loader_kw)
+    samples: Any = reader.unbatched()
     if shuffle_buffer > 0:
         samples = samples.shuffle(shuffle_buffer)
     if epoch_size is not None:
