@@ -6,7 +6,7 @@ position (``index.mixorder.MixSampler``: epoch, global batches done, samples of 
 done) can resume it with any number of ranks and workers:
 
 - **Quotas** (:meth:`DataPlan.quotas`): the samples each source gives per epoch. ``counts=``
-  exact; ``repeat=r``: ``round(r * size)``; ``choose=k``: ``k`` drawn without replacement
+  exact; ``repeat=r``: ``r * size`` rounded (halves up); ``choose=k``: ``k`` drawn without replacement
   (``k <= size``); ``weights=``: ``epoch_size`` (default: all samples of all sources) split by
   weight, largest remainder. Source ``i``'s epoch positions are ``0 .. quota_i - 1``; which
   sample each position is (a seeded permutation per source and pass) is the reader's business.
@@ -55,7 +55,7 @@ class PlanSource:
         if self.kind == "count":
             return int(self.value)
         if self.kind == "repeat":
-            return round(self.value * size)
+            return math.floor(self.value * size + 0.5)  # halves up, not to even
         if self.kind == "choose":
             if self.value > size:
                 raise ConfigError(
@@ -111,7 +111,7 @@ class DataPlan:
         weights: relative weights ``{name: w}`` (or a list in source order): each epoch holds
             ``epoch_size`` samples split by weight. Not with the three below.
         counts: exact samples per epoch of the sources named.
-        repeat: passes per epoch (``round(r * size)`` samples) of the sources named.
+        repeat: passes per epoch (``r * size`` samples, rounded halves up) of the sources named.
         choose: samples per epoch, drawn without replacement, of the sources named.
             ``counts``/``repeat``/``choose`` may be combined; together they name every source
             exactly once.
@@ -206,6 +206,14 @@ class DataPlan:
             raise ConfigError(f"mix: an epoch of no samples (quotas {named})")
         return quotas
 
+    def shares(self, quotas: Sequence[int]) -> list[float]:
+        """Each source's part of a stratified batch: its weight (normalised) with ``weights``,
+        else its part of the ``quotas``."""
+        if self.sources[0].kind == "weight":
+            whole = sum(s.value for s in self.sources)
+            return [s.value / whole for s in self.sources]
+        return [q / sum(quotas) for q in quotas]
+
     def to_dict(self) -> dict[str, Any]:
         """The plan as plain data (the YAML form; datasets that are objects show their type)."""
         out: dict[str, Any] = {"batching": self.batching, "seed": self.seed}
@@ -251,15 +259,14 @@ def _rng(seed: int, epoch: int, batch: int) -> random.Random:
 
 
 def _stratified(
-    size: int, left: list[int], quotas: list[int], done: int, seed: int, epoch: int, batch: int
+    size: int, left: list[int], quotas: list[int], share: list[float], at: tuple[int, int, int]
 ) -> list[int]:
-    total = sum(quotas)
-    shares = [size * q / total for q in quotas]
-    take = [min(math.floor(s), n) for s, n in zip(shares, left, strict=True)]
+    seed, epoch, batch = at
+    take = [min(math.floor(size * w), n) for w, n in zip(share, left, strict=True)]
     spare = min(size, sum(left)) - sum(take)
     # who is furthest behind its share of the samples delivered after this batch gets the rest
-    after = done + size
-    behind = [after * q / total - (q - n) - t for q, n, t in zip(quotas, left, take, strict=True)]
+    after = sum(quotas) - sum(left) + size
+    behind = [after * w - (q - n) - t for w, q, n, t in zip(share, quotas, left, take, strict=True)]
     turn = stable_seed("mixplan-tie", seed, epoch, batch) % len(quotas)
     order = sorted(
         range(len(quotas)), key=lambda i: (-round(behind[i], 9), (i - turn) % len(quotas))
@@ -298,6 +305,7 @@ def compose_step(
     world: int,
     seed: int,
     epoch: int,
+    share: list[float] | None = None,
 ) -> list[list[int]]:
     """The compositions of the batches of the next global step (one per rank, fewer at the
     epoch's end): ``result[r][i]`` samples of source ``i`` in rank ``r``'s batch.
@@ -309,9 +317,11 @@ def compose_step(
         batch: global batches delivered so far this epoch (keys the seeded draws).
         world: ranks in the step.
         seed, epoch: the plan's seed and the epoch.
+        share: each source's part of a stratified batch (:meth:`DataPlan.shares`; default:
+            its part of the quotas).
     """
     left = [q - d for q, d in zip(quotas, done, strict=True)]
-    delivered = sum(done)
+    share = share or [q / sum(quotas) for q in quotas]
     out: list[list[int]] = []
     stream = -1
     for r in range(world):
@@ -319,7 +329,7 @@ def compose_step(
             break
         b = batch + r
         if batching == "stratified":
-            take = _stratified(size, left, quotas, delivered, seed, epoch, b)
+            take = _stratified(size, left, quotas, share, (seed, epoch, b))
         elif batching == "random":
             take = _random(size, left, _rng(seed, epoch, b))
         else:
@@ -329,7 +339,6 @@ def compose_step(
             take[stream] = min(size, left[stream])
         out.append(take)
         left = [n - t for n, t in zip(left, take, strict=True)]
-        delivered += sum(take)
     return out
 
 

@@ -125,6 +125,7 @@ class MixPass:
                 self.world,
                 plan.seed,
                 self.epoch,
+                order.shares,
             )
             start = list(done)
             for take in takes[: self.rank]:
@@ -172,6 +173,7 @@ class MixSampler:
         self.plan = plan
         self.sizes = list(sizes)
         self.quotas = plan.quotas(self.sizes)
+        self.shares = plan.shares(self.quotas)
         self.batch_size = batch_size
         self.rank, self.world = rank, world
         self.epoch, self.batch = epoch, 0
