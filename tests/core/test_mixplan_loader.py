@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import wds_cloud as wds
-from tests.resume.helpers import write_shards
+from tests.resume.mixplan_rank import write_sources
 from wds_cloud.errors import ConfigError, SampleError
 
 pytest.importorskip("torch")
@@ -21,14 +21,7 @@ pytest.importorskip("torch")
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """Three indexed sources of 200, 300 and 77 samples (keys ``sNNN/kNNNNN``)."""
-    root = tmp_path_factory.mktemp("mixsources")
-    out = {}
-    for name, shards, per in (("a", 4, 50), ("b", 3, 100), ("c", 1, 77)):
-        (root / name).mkdir()
-        urls, _ = write_shards(root / name, shards, per)
-        wds.build_index(urls, json=None)
-        out[name] = urls
-    return out
+    return write_sources(tmp_path_factory.mktemp("mixsources"))
 
 
 def loader(plan: wds.DataPlan, workers: int = 2, **kw: Any) -> Any:
