@@ -121,3 +121,16 @@ def test_incompatible_fields_under_stratified_name_source_shard_and_key(
         {"a": sources["a"], "odd": other_fields(tmp_path)}, weights=[1, 1], batching="per_stream"
     )
     assert next(iter(wds.make_loader(plan, batch_size=8, num_workers=0, collate=list)))
+
+
+def test_unindexed_sources_are_named_or_indexed_with_build_missing(tmp_path: Path) -> None:
+    from tests.resume.helpers import write_shards
+    from wds_cloud.errors import ShardNotFoundError
+
+    urls, keys = write_shards(tmp_path, 2, 10)
+    plan = wds.mix({"plain": urls}, batching="random", seed=1)
+    with pytest.raises(ShardNotFoundError, match="shard-000"):
+        wds.make_loader(plan, batch_size=4, num_workers=0)
+    ld = wds.make_loader(plan, batch_size=4, num_workers=0, build_missing=True, collate=list)
+    assert sorted(s["__key__"] for batch in ld for s in batch) == sorted(keys)
+    assert all(Path(u[: -len(".tar")] + ".idx").exists() for u in urls)

@@ -35,8 +35,9 @@ def _shape(sample: Any) -> Any:
 
 
 class MixReader(BatchReader):
-    """A :class:`BatchReader` that, for batches mixing sources, checks every sample has the
-    shape the first one has after the stages (collation would fail, or mix fields, otherwise).
+    """A :class:`BatchReader` that, for batches mixing sources, checks that the first sample of
+    each source has, after the stages, the shape of the batch's first sample (collation would
+    fail, or mix fields, otherwise); one check per source and batch.
 
     Raises (from :meth:`process`):
         SampleError: two sources give incompatible samples: names both sources, the shard
@@ -44,26 +45,27 @@ class MixReader(BatchReader):
     """
 
     def process(self, samples: list[Any]) -> list[Any]:
-        where = [
-            (s.get("__source__"), s.get("__url__"), s.get("__key__"))
-            if isinstance(s, dict)
-            else (None, None, None)
-            for s in samples
-        ]
+        sources = [s.get("__source__") if isinstance(s, dict) else None for s in samples]
         out = super().process(samples)
-        if len(out) != len(samples) or len({w[0] for w in where}) < 2:
+        if len(out) != len(samples) or len(set(sources)) < 2:
             return out  # one source, or a stage dropped samples (no way to pair them up)
         first = _shape(out[0])
-        for got, (source, url, key) in zip(out, where, strict=True):
-            shape = _shape(got)
+        checked = {sources[0]}
+        for at, source in enumerate(sources):  # one sample of each source: the first
+            if source in checked:
+                continue
+            checked.add(source)
+            shape = _shape(out[at])
             if shape != first:
+                raw, ref = samples[at], samples[0]
                 raise SampleError(
-                    f"a {where[0][0]!r}/{source!r} batch mixes incompatible samples: source "
-                    f"{source!r} gives {shape[1:]}, source {where[0][0]!r} (key "
-                    f"{where[0][2]!r}, shard {where[0][1]!r}) gives {first[1:]}; make every "
-                    "source give the same fields (to_tuple=, map=) or use batching='per_stream'",
-                    url=url,
-                    key=key,
+                    f"a batch mixes incompatible samples of sources {sources[0]!r} and "
+                    f"{source!r}: {source!r} gives {shape[1:]}, {sources[0]!r} (key "
+                    f"{ref.get('__key__')!r}, shard {ref.get('__url__')!r}) gives {first[1:]}; "
+                    "make every source give the same fields (to_tuple=, map=) or use "
+                    "batching='per_stream'",
+                    url=raw.get("__url__"),
+                    key=raw.get("__key__"),
                 )
         return out
 
