@@ -20,7 +20,9 @@ as lists of sample dicts (``collate=list``; with ``--decode``: ``decode="rgb8"``
 - ``stream``: ``make_loader(all shards)`` (sequential shards, shuffle buffers), for reference.
 
 Each round runs every loader once, in turn (order rotated per round), for ``--min-seconds``;
-the table gives the median samples/s over rounds and the ratio to ``single``. Client and worker
+the table gives the median samples/s over rounds and the ratio to ``single``, and the CPU time
+a sample costs (this process and its DataLoader workers, which are joined after each pass),
+which other load on a shared machine disturbs far less than the wall clock. Client and worker
 processes share the machine's cores: compare ratios within a run.
 """
 
@@ -99,6 +101,7 @@ def main() -> None:
     made = loaders(srcs, args.decode)
     names = list(made)
     rates: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}  # CPU us a sample, workers included
     samples: dict[str, set[int]] = {n: set() for n in names}
     built = {n: make() for n, make in made.items()}
     for r in range(rounds):
@@ -110,25 +113,33 @@ def main() -> None:
 
             timed = timed_passes(one_pass, min_s)
             rates[name].append(timed.samples / timed.wall_s)
+            cpus[name].append(timed.cpu_s / timed.samples * 1e6)
             samples[name].update(timed.counts)
     base = statistics.median(rates["single"])
+    base_cpu = statistics.median(cpus["single"])
     rows = []
     print(f"\n{per_shard * 12} samples an epoch, batch 64, 2 workers, decode={args.decode}\n")
-    print("| loader | samples/epoch | samples/s | vs single |")
-    print("|---|---:|---:|---:|")
+    print("| loader | samples/epoch | samples/s | vs single | CPU us/sample | CPU vs single |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name in names:
-        rate = statistics.median(rates[name])
+        rate, cpu = statistics.median(rates[name]), statistics.median(cpus[name])
         rows.append(
             {
                 "loader": name,
                 "samples": sorted(samples[name]),
                 "samples_per_s": rate,
                 "vs_single": rate / base,
+                "cpu_us_per_sample": cpu,
+                "cpu_vs_single": cpu / base_cpu,
                 "rounds": rates[name],
+                "cpu_rounds": cpus[name],
             }
         )
         epoch = "/".join(str(n) for n in sorted(samples[name]))
-        print(f"| {name} | {epoch} | {rate:,.0f} | {rate / base:.3f} |")
+        print(
+            f"| {name} | {epoch} | {rate:,.0f} | {rate / base:.3f} | {cpu:,.0f} "
+            f"| {cpu / base_cpu:.3f} |"
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"decode": args.decode, "per_shard": per_shard, "rows": rows}, f, indent=1)

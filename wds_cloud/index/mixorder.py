@@ -23,6 +23,7 @@ gives the same state at the same step.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -191,28 +192,31 @@ class MixSampler:
             return self.rank, self.world
         return node_info()
 
-    def _sample(self, source: int, epoch: int, position: int) -> int:
-        """The sample (in its source) at ``position`` of ``source``'s epoch sequence."""
-        turn, at = divmod(position, self.sizes[source])
-        perm = self._perms.get((source, turn))
-        if perm is None or perm.epoch != epoch * _PASSES + turn:
+    def _perm(self, source: int, epoch: int, turn: int) -> Permutation:
+        """The permutation of ``source``'s pass ``turn`` of ``epoch`` (the latest few kept)."""
+        key = (source, epoch * _PASSES + turn)
+        perm = self._perms.get(key)
+        if perm is None:
             if len(self._perms) > 4 * len(self.sizes):
                 self._perms.clear()
-            perm = Permutation(self.sizes[source], self._keys[source], epoch * _PASSES + turn)
-            self._perms[(source, turn)] = perm
-        return perm[at]
+            perm = Permutation(self.sizes[source], self._keys[source], key[1])
+            self._perms[key] = perm
+        return perm
 
     def indices(self, epoch: int, batch: int, start: list[int], take: list[int]) -> list[int]:
         """The :class:`MixedDataset` indices of a batch holding ``take[i]`` samples of source
         ``i`` from its position ``start[i]`` (shuffled within the batch when mixed)."""
-        out = [
-            self.offsets[i] + self._sample(i, epoch, p)
-            for i, (s, t) in enumerate(zip(start, take, strict=True))
-            for p in range(s, s + t)
-        ]
+        out: list[int] = []
+        for i, (first, count) in enumerate(zip(start, take, strict=True)):
+            size, base = self.sizes[i], self.offsets[i]
+            at, end = first, first + count
+            while at < end:  # usually one pass of the source; two where a pass ends
+                turn, offset = divmod(at, size)
+                stop = min(end, (turn + 1) * size)
+                perm = self._perm(i, epoch, turn)
+                out.extend(base + perm[j] for j in range(offset, offset + stop - at))
+                at = stop
         if self.plan.batching in ("random", "stratified"):
-            import random
-
             random.Random(stable_seed("mixplan-order", self.plan.seed, epoch, batch)).shuffle(out)
         return out
 
