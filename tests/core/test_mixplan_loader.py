@@ -15,8 +15,6 @@ import wds_cloud as wds
 from tests.resume.mixplan_rank import write_sources
 from wds_cloud.errors import ConfigError, SampleError
 
-pytest.importorskip("torch")
-
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
