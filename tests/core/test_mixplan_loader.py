@@ -132,3 +132,14 @@ def test_unindexed_sources_are_named_or_indexed_with_build_missing(tmp_path: Pat
     ld = wds.make_loader(plan, batch_size=4, num_workers=0, build_missing=True, collate=list)
     assert sorted(s["__key__"] for batch in ld for s in batch) == sorted(keys)
     assert all(Path(u[: -len(".tar")] + ".idx").exists() for u in urls)
+
+
+def test_rank_and_world_split_the_batches(sources: dict) -> None:
+    plan = wds.mix(sources, counts=[64, 64, 64], batching="stratified", seed=4)
+    whole = [sid for batch in loader(plan, workers=0) for sid, _ in batch]
+    parts = [
+        [sid for batch in loader(plan, workers=0, rank=r, world=2) for sid, _ in batch]
+        for r in range(2)
+    ]
+    assert [len(p) for p in parts] == [128, 64]  # 3 batches: rank 0 gets the odd one
+    assert sorted(parts[0] + parts[1]) == sorted(whole)
