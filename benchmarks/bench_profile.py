@@ -15,6 +15,14 @@ Modes: ``off`` (profiling off), ``on`` (``.profile()``), and with ``--baseline T
 of the hooks when off. Every measurement runs in a fresh subprocess; the modes of a cell are
 interleaved round-robin (the order alternates between rounds) and the ratio to ``off`` is
 taken per round: the table gives its median and range, robust to noisy neighbours.
+
+Mode ``paired`` (always run): one subprocess per cell and round builds the ``off`` and the
+``on`` pipeline and alternates single passes of each (``off, on, on, off, ...``) for
+``2 x min-seconds``; its ratio is the median over adjacent pairs of ``on`` / ``off``
+throughput (wall and CPU). Passes a fraction of a second apart see the same machine, so a
+shared machine's load changes (seconds to minutes) cancel out, which the separate processes'
+ratio cannot do. (The ``off`` pipeline there runs in a process where a recorder exists, so it
+pays one more check per stage and pass than a process that never profiled.)
 """
 
 from __future__ import annotations
@@ -73,9 +81,41 @@ def one_pass(pipe: Any, cell: str) -> int:
     return n
 
 
+def paired(regime: str, cell: str, urls: list[str], min_seconds: float) -> dict[str, Any]:
+    """Alternate passes of the ``off`` and ``on`` pipelines (``off, on, on, off``...); the
+    median of the per-pair ratios ``on / off`` (samples/s and samples per CPU-second)."""
+    import time
+
+    pipes = {"off": build(regime, cell, urls, False), "on": build(regime, cell, urls, True)}
+    for pipe in pipes.values():
+        one_pass(pipe, cell)  # warm-up
+    walls: list[float] = []
+    cpus: list[float] = []
+    start = time.perf_counter()
+    order = ("off", "on")
+    while time.perf_counter() - start < 2 * min_seconds or len(walls) < 3:
+        rates: dict[str, tuple[float, float]] = {}
+        for mode in order:
+            timed = _data.timed_passes(lambda mode=mode: one_pass(pipes[mode], cell), 0.0, 1)
+            rates[mode] = (timed.samples / timed.wall_s, timed.samples / max(timed.cpu_s, 1e-9))
+        order = order[::-1]
+        walls.append(rates["on"][0] / rates["off"][0])
+        cpus.append(rates["on"][1] / rates["off"][1])
+    return {
+        "ratio": statistics.median(walls),
+        "cpu_ratio": statistics.median(cpus),
+        "pairs": len(walls),
+        "samples_per_s": 0.0,
+        "samples_per_cpu_s": 0.0,
+    }
+
+
 def worker(args: argparse.Namespace) -> None:
     regime, cell, mode = args.worker.split(":")
     urls = args.urls.split(",")
+    if mode == "paired":
+        print(json.dumps(paired(regime, cell, urls, args.min_seconds)))
+        return
     pipe = build(regime, cell, urls, mode == "on")
     one_pass(pipe, cell)  # warm-up: imports, first opens, worker start-up
     timed = _data.timed_passes(lambda: one_pass(pipe, cell), args.min_seconds)
@@ -106,7 +146,7 @@ def measure(
         sys.executable,
         os.path.abspath(__file__),
         "--worker",
-        f"{regime}:{cell}:{'off' if mode == 'before' else mode}",
+        f"{regime}:{cell}:{'off' if mode == 'before' else mode}",  # off, on, paired
         "--urls",
         ",".join(urls),
         "--min-seconds",
@@ -143,13 +183,14 @@ def main(argv: list[str] | None = None) -> int:
             urls = list(sets[regime].paths)
             _data.warm(urls)
             order = modes if rnd % 2 == 0 else modes[::-1]
-            for mode in order:
+            for mode in [*order, "paired"]:
                 res = measure(regime, cell, mode, urls, args, conf)
                 runs.setdefault((regime, cell), {}).setdefault(mode, []).append(res)
-                print(
-                    f"round {rnd} {regime}/{cell} {mode}: {res['samples_per_s']:,.0f}/s",
-                    file=sys.stderr,
-                )
+                if mode == "paired":
+                    said = f"{res['ratio']:.3f} of off ({res['pairs']} pairs)"
+                else:
+                    said = f"{res['samples_per_s']:,.0f}/s"
+                print(f"round {rnd} {regime}/{cell} {mode}: {said}", file=sys.stderr)
     summary = []
     lines = [
         f"{'cell':<14} {'mode':<7} {'samples/s':>11} {'vs off':>8} {'range':>16} "
@@ -182,6 +223,29 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['ratio_min']:>7.3f}-{row['ratio_max']:<7.3f} "
                 f"{row['samples_per_cpu_s']:>11,.0f} {row['cpu_ratio_median']:>8.3f}"
             )
+    lines.append(
+        f"{'cell':<14} {'paired: on / off, passes alternated in one process':<52} "
+        f"{'wall':>7} {'range':>13} {'CPU':>7}"
+    )
+    for (regime, cell), by_mode in runs.items():
+        pairs = by_mode["paired"]
+        walls = [r["ratio"] for r in pairs]
+        cpus = [r["cpu_ratio"] for r in pairs]
+        row = {
+            "cell": f"{regime}/{cell}",
+            "mode": "paired",
+            "ratio_median": statistics.median(walls),
+            "ratio_min": min(walls),
+            "ratio_max": max(walls),
+            "cpu_ratio_median": statistics.median(cpus),
+            "pairs": sum(r["pairs"] for r in pairs),
+        }
+        summary.append(row)
+        lines.append(
+            f"{row['cell']:<14} {str(row['pairs']) + ' pairs in ' + str(len(pairs)) + ' rounds':<52} "
+            f"{row['ratio_median']:>7.3f} {row['ratio_min']:>6.3f}-{row['ratio_max']:<6.3f} "
+            f"{row['cpu_ratio_median']:>7.3f}"
+        )
     print("\n".join(lines))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

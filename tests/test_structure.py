@@ -161,6 +161,13 @@ ALLOWED_PRIVATE: dict[tuple[str, str], str] = {
         "versions checked"
     ),
     ("resume/tracked", "loader._iterator"): "as above",
+    ("observe/passes", "it._tasks_outstanding"): (
+        "torch's DataLoader iterator keeps its prefetch queue private: the profiler's queue "
+        "gauges read it (torch 2.x), only from the sampler thread, where a failing read counts 0 "
+        "(Recorder._read_gauges), so a torch that renames it loses a trace counter, nothing else"
+    ),
+    ("observe/passes", "it._data_queue"): "as above",
+    ("observe/passes", "it._task_info"): "as above",
     ("observe/profile", "sys._current_frames"): (
         "the stdlib's documented way to read another thread's stack (what faulthandler and "
         "sampling profilers use): the profiler's sampler, one call per look"

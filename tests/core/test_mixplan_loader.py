@@ -83,7 +83,7 @@ def test_choose_over_a_source_size_names_it(sources: dict) -> None:
 
 def test_streaming_options_are_refused_with_a_plan(sources: dict) -> None:
     plan = wds.mix(sources)
-    with pytest.raises(ConfigError, match="epoch_size, resampled, inner_batch, order"):
+    with pytest.raises(ConfigError, match="epoch_size, resampled, inner_batch, order and"):
         loader(plan, epoch_size=10)
 
 
@@ -143,3 +143,11 @@ def test_rank_and_world_split_the_batches(sources: dict) -> None:
     ]
     assert [len(p) for p in parts] == [128, 64]  # 3 batches: rank 0 gets the odd one
     assert sorted(parts[0] + parts[1]) == sorted(whole)
+
+
+def test_a_plan_loader_can_be_profiled(sources: dict) -> None:
+    plan = wds.mix(sources, counts=[64, 64, 64], batching="random", seed=4)
+    ld = loader(plan, profile=True)
+    assert sum(len(b) for b in ld) == 192
+    report = ld.profile_report()
+    assert any(p.role.startswith("worker") and "batch read" in p.timers for p in report.processes)

@@ -113,8 +113,3 @@ def test_device_prefetcher_on_cpu_reports_its_loader(local_urls: list[str]) -> N
     assert sum(len(b["__key__"]) for b in prefetcher) == 160
     report = prefetcher.profile_report()
     assert report.items == 20 and report.timer("consumer wait").count == 20
-
-
-def test_global_order_refuses_profile(local_urls: list[str]) -> None:
-    with pytest.raises(ConfigError, match="profile=True is for streaming only"):
-        make_loader(local_urls, batch_size=4, order="global", profile=True)

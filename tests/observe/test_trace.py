@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.observe.helpers import slow_a
 from tests.support.http_server import HttpFileServer
-from wds_cloud.pytorch.builder import make_loader
+from wds_cloud.pytorch.builder import ReadAhead, make_loader
 
 REQUIRED = {
     "M": {"ph", "name", "pid", "tid", "args"},
@@ -88,10 +88,85 @@ def test_trace_of_a_profiled_loader(http_server: HttpFileServer, tmp_path: Path)
     assert stages <= by_cat["stage"], stages - by_cat["stage"]
     assert {"map(slow_a)", "consumer"} <= stages
     counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
-    assert counters and {e["name"] for e in counters} == {"bytes read", "shards open"}
+    assert counters and {e["name"] for e in counters} == {
+        "bytes read",
+        "shards open",
+        "loader batches in flight",
+        "loader batches ready",
+    }  # no shuffle buffer (shuffle_buffer=0), no parallel ranged reads
     open_now: dict[int, float] = {}
     for e in counters:
         if e["name"] == "shards open":
             assert e["args"]["shards open"] >= 0
             open_now[e["pid"]] = e["args"]["shards open"]
     assert set(open_now.values()) == {0}  # every shard opened was closed
+
+
+def _counters(doc: dict[str, Any]) -> dict[tuple[str, str], list[float]]:
+    """``(process name, counter) -> values`` in time order."""
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in doc["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e["ph"] == "C":
+            out[names[e["pid"]].split(" (")[0].split(" ")[0], e["name"]].append(
+                e["args"][e["name"]]
+            )
+    return out
+
+
+def test_trace_counters_queue_depths_and_bytes_in_flight(
+    http_server: HttpFileServer, tmp_path: Path
+) -> None:
+    """Counters for the DataLoader's prefetch queue, the shuffle buffers (workers and main
+    process) and the bytes in flight of parallel ranged reads, each within its bound."""
+    urls = [http_server.url(f"shard-{i:02d}.tar") for i in range(4)]
+    loader = make_loader(
+        urls,
+        batch_size=8,
+        num_workers=2,
+        prefetch_factor=2,
+        shuffle_buffer=30,
+        map=slow_a,
+        profile=True,
+        prefetch=2,  # parallel ranged reads of 1 KiB parts (an open option of every backend)
+        prefetch_chunk=1024,
+    )
+    for _ in loader:
+        time.sleep(0.005)
+    path = tmp_path / "trace.json"
+    loader.export_trace(str(path))
+    doc = json.loads(path.read_text())
+    check_trace(doc)
+    counters = _counters(doc)
+    flight = counters["main", "loader batches in flight"]
+    ready = counters["main", "loader batches ready"]
+    assert flight and max(flight) <= 2 * 2 and max(flight) >= 1  # num_workers * prefetch_factor
+    assert ready and min(ready) >= 0 and max(ready) <= 2 * 2
+    for where in ("main", "worker"):
+        fill = counters[where, "shuffle buffer"]
+        assert fill and max(fill) <= 30 and max(fill) > 0, (where, fill)
+    in_flight = counters["worker", "bytes in flight"]
+    # at most 2 parts of 1 KiB requested ahead, per open shard (the next one is opened ahead)
+    assert in_flight, sorted(counters)
+    assert max(in_flight) > 0 and max(in_flight) <= 2 * 2 * 1024, in_flight
+    assert in_flight[-1] == 0  # every shard read to its end and closed
+
+
+def test_trace_counter_device_prefetch(local_urls: list[str], tmp_path: Path) -> None:
+    """``DevicePrefetcher``'s read-ahead (its ``ReadAhead``, here with a CPU ``prepare``)
+    is a counter: batches prepared ahead and not handed out, 0 or 1."""
+    loader = make_loader(
+        local_urls, batch_size=8, num_workers=0, shuffle_buffer=0, map=slow_a, profile=True
+    )
+    n = sum(len(batch["__key__"]) for batch in ReadAhead(loader, lambda batch: batch))
+    assert n == 160
+    path = tmp_path / "trace.json"
+    loader.export_trace(str(path))
+    doc = json.loads(path.read_text())
+    check_trace(doc)
+    values = _counters(doc)["main", "device prefetch"]
+    assert set(values) <= {0, 1} and 1 in values

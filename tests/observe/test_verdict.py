@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,32 @@ def test_the_readme_verdict_examples_are_what_the_verdict_says() -> None:
         _report({"consumer": 8.0, "transfer": 2.0}, {"idle": 9.0, "map(f)": 1.0}, 2.0),
     ]
     assert examples == [r.verdict() for r in reports]
+
+
+def test_verdict_of_global_order_batch_reads() -> None:
+    """``make_loader(order="global")``: workers waiting on their batch reads are
+    network-bound, with the read speed of the ``batch read`` timer and its own knob."""
+    report = _report({"consumer": 1.0, "transfer": 9.0}, {"batch read": 7.0, "idle": 3.0}, 9.0)
+    main = report.processes[0]
+    timers = {**main.timers, "batch read": Timer(4.0, 20, 200_000_000)}
+    report = ProfileReport((replace(main, timers=timers), *report.processes[1:]))
+    assert report.verdict() == (
+        "network-bound: 70% of worker time reading batches at 50 MB/s per reader; "
+        "try batches_in_flight=4 or more num_workers"
+    )
+
+
+def test_several_ranks_add_up() -> None:
+    """Two ranks' reports merged: walls, items and waits add up, the rate is the sum of the
+    ranks', ``rank(r)`` is one rank's part, and the verdict reads the ratio over both."""
+    one = _report({"consumer": 1.0, "transfer": 9.0}, {"decode(rgb)": 7.1, "idle": 2.9}, 9.0)
+    two = ProfileReport(
+        tuple(replace(p, rank=1, pid=p.pid + 1000) for p in one.processes)
+    )  # the same numbers on rank 1
+    both = ProfileReport(one.processes + two.processes, ranks=(0, 1))
+    assert both.wall == 2 * one.wall and both.items == 2 * one.items
+    assert both.consumer_wait == 2 * one.consumer_wait
+    assert both.rate == 2 * one.rate and both.loader_idle == one.loader_idle
+    assert both.rank(1).processes == two.processes and both.rank(1).ranks == (1,)
+    assert both.verdict() == one.verdict()
+    assert both.table().startswith("profile on 2 ranks: 20.00 s watched, 20 items (2.0/s)")

@@ -140,19 +140,22 @@ class DataPipeline(PipelineBase):
                 stage.profile(on)
         return self
 
-    def profile_report(self) -> Any:
+    def profile_report(self, gather: bool = True) -> Any:
         """What was measured so far in this process and its DataLoader workers: a
-        :class:`~wds_cloud.observe.report.ProfileReport` (``.table()``, ``.verdict()``)."""
+        :class:`~wds_cloud.observe.report.ProfileReport` (``.table()``, ``.verdict()``).
+        Under ``torch.distributed`` every rank's (``gather``; a collective: every rank must
+        call it at the same step)."""
         from wds_cloud.observe.report import collect
 
-        return collect()
+        return collect(gather=gather)
 
-    def export_trace(self, path: str) -> None:
+    def export_trace(self, path: str, gather: bool = True) -> None:
         """Write what was measured as Chrome/Perfetto trace-event JSON to ``path`` (open it in
-        ``ui.perfetto.dev`` or ``chrome://tracing``)."""
+        ``ui.perfetto.dev`` or ``chrome://tracing``). Under ``torch.distributed`` every
+        rank's, written by rank 0 (``gather``; a collective, as :meth:`profile_report`)."""
         from wds_cloud.observe.trace import write_trace
 
-        write_trace(path)
+        write_trace(path, gather=gather)
 
     # -- resuming --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from wds_cloud.observe.profile import (
@@ -24,7 +24,15 @@ from wds_cloud.observe.profile import (
     recorder,
 )
 
-__all__ = ["profiled_iter", "stage_label", "timed_items", "watch_stage"]
+__all__ = [
+    "batch_worker",
+    "profiled_iter",
+    "run_batch_stages",
+    "stage_label",
+    "timed_batch_read",
+    "timed_items",
+    "watch_stage",
+]
 
 
 _DEFAULT_DECODERS = frozenset({"GzFilter", "BasicHandlers"})  # every Decoder's pre and post
@@ -60,10 +68,54 @@ def watch_stage(rec: Recorder, source: Any, stage: Any) -> None:
     """``source`` (what running ``stage`` returned) is a generator: charge the time in its
     frame to the stage, while the calling thread is in a profiled pass (the pipelines' one
     way of running a stage calls this once per stage and pass)."""
-    frame = getattr(source, "gi_frame", None)
     thread = rec.watched()
-    if frame is not None and thread is not None and thread.depth > 0:
-        rec.watch(thread, frame, stage_label(stage))
+    if thread is None or thread.depth == 0:
+        return
+    if hasattr(source, "_tasks_outstanding"):  # torch's multi-process DataLoader iterator
+        rec.gauge("loader batches in flight", source, _loader_in_flight)
+        rec.gauge("loader batches ready", source, _loader_ready)
+        return
+    frame = getattr(source, "gi_frame", None)
+    if frame is not None:
+        label = stage_label(stage)
+        rec.watch(thread, frame, label)
+        if label == "shuffle":
+            rec.gauge("shuffle buffer", source, _shuffle_fill)
+
+
+# Gauges, read by the sampler at each look (``Recorder.gauge``); each reads what its owner
+# already keeps, so nothing runs per sample or per batch.
+
+
+def _loader_in_flight(it: Any) -> float:
+    """Batches a DataLoader has asked of its workers and not handed out yet (at most
+    ``num_workers * prefetch_factor``)."""
+    return float(it._tasks_outstanding)
+
+
+def _loader_ready(it: Any) -> float:
+    """Batches the workers have delivered and the DataLoader has not handed out yet: in its
+    result queue, or received out of order and held."""
+    try:
+        queued = it._data_queue.qsize()
+    except NotImplementedError:  # macOS multiprocessing queues
+        queued = 0
+    held = sum(1 for info in list(it._task_info.values()) if len(info) == 2)
+    return float(queued + held)
+
+
+def _shuffle_fill(gen: Any) -> float:
+    """Items in a shuffle stage's buffer: the ``buf`` of its generator, or of the one it
+    delegates to (``core/shuffle.py``'s ``buffer_shuffle``)."""
+    for _ in range(3):
+        frame = getattr(gen, "gi_frame", None)
+        if frame is None:
+            return 0.0
+        buf = frame.f_locals.get("buf")
+        if buf is not None:
+            return float(len(buf))
+        gen = gen.gi_yieldfrom
+    return 0.0
 
 
 def profiled_iter(
@@ -151,3 +203,63 @@ def timed_items(it: Iterator[Any], rec: Recorder, name: str) -> Iterator[Any]:
         if len(events) < MAX_EVENTS:
             events.append(("X", "batch", "batch", ident, start, end - start, None))
         yield item
+
+
+# -- batches read on request (make_loader(order="global")) ----------------------------------
+
+
+def batch_worker(dump: str | None) -> Recorder:
+    """This process's recorder, its calling thread watched from now on: a process handed
+    batches to read (a global-order DataLoader worker) has no pass that ends, so it is watched
+    from its first batch to its exit, its totals written every ``DUMP_EVERY`` seconds and when
+    it exits (a multiprocessing finalizer: DataLoader workers are multiprocessing processes)."""
+    rec = recorder(dump)
+    thread = rec.thread(IDLE if rec.worker >= 0 else CONSUMER)
+    if thread.depth == 0:
+        rec.enter(thread)
+        if rec.dump is not None:
+            from multiprocessing.util import Finalize
+
+            Finalize(rec, rec.write_dump, exitpriority=10)
+    return rec
+
+
+def timed_batch_read(rec: Recorder, read: Callable[[], list[Any]]) -> list[Any]:
+    """``read()`` (one batch's samples), timed into timer ``batch read`` with the bytes of the
+    samples' fields, and marked as a ``batch read`` span."""
+    start = time.perf_counter_ns()
+    samples = read()
+    end = time.perf_counter_ns()
+    nbytes = sum(
+        len(value)
+        for sample in samples
+        if isinstance(sample, dict)
+        for value in sample.values()
+        if isinstance(value, bytes | bytearray | memoryview)
+    )
+    rec.add("batch read", (end - start) / 1e9, 1, nbytes)
+    rec.span("batch read", "batch", start, end)
+    return samples
+
+
+def run_batch_stages(
+    rec: Recorder | None, stages: Iterable[Callable[[Any], Any]], samples: list[Any]
+) -> list[Any]:
+    """``samples`` through ``stages`` (curried pipeline stages), each stage's generator frame
+    watched while they run (``rec``: the recorder, None when profiling is off), then forgotten:
+    a batch's stages live as long as the batch."""
+    out: Any = iter(samples)
+    thread = rec.watched() if rec is not None else None
+    if rec is None or thread is None or thread.depth == 0:
+        for stage in stages:
+            out = stage(out)
+        return list(out)
+    before = len(thread.frames)
+    for stage in stages:
+        out = stage(out)
+        watch_stage(rec, out, stage)
+    try:
+        return list(out)
+    finally:
+        if len(thread.frames) > before:
+            rec.unwatch(thread, len(thread.frames) - before)

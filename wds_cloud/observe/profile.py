@@ -27,7 +27,8 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 from typing import Any
 
@@ -73,6 +74,11 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
     # a worker's stack continues below its loop with the parent's frames at fork time
     ("torch/utils/data/_utils/worker.py", "_worker_loop", _STOP),
     ("wds_cloud/observe/stream.py", None, "read wait"),
+    # make_loader(order="global"): a batch read (its coalesced requests, or waiting for them)
+    ("wds_cloud/index/globalorder.py", "fetch_batch", "batch read"),
+    ("wds_cloud/index/globalorder.py", "iter_fetched", "batch read"),
+    ("wds_cloud/index/indexed.py", "get_batch", "batch read"),
+    ("wds_cloud/index/indexed.py", "iter_batches", "batch read"),
     ("wds_cloud/openers/", None, "open"),
     ("wds_cloud/listing.py", None, "open"),
     ("wds_cloud/core/tarsource.py", None, "tar parse"),
@@ -82,6 +88,8 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
     ("wds_cloud/pytorch/shm.py", None, "transfer"),
     ("wds_cloud/pytorch/loader.py", "fast_convert", "transfer"),
     ("torch/utils/data/dataloader.py", None, "transfer"),
+    # the thread executor's hand-over: the training thread waiting for a reader's batch
+    ("wds_cloud/core/threadworkers.py", "__next__", "transfer"),
     ("wds_cloud/pytorch/builder.py", "move_to_device", "device copy"),
     ("wds_cloud/pytorch/builder.py", "pin_batch", "device copy"),
     ("wds_cloud/pytorch/builder.py", "_record_stream", "device copy"),
@@ -91,6 +99,7 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
 # when several kinds of code are on the stack below the innermost stage, the one that says most
 _PRIORITY = {
     "read wait": 0,
+    "batch read": 0,
     "open": 1,
     "device copy": 2,
     "transfer": 3,
@@ -187,7 +196,12 @@ class Recorder:
         self.dropped = 0
         self.items = 0
         self.bytes_read = 0  # by the shard streams (the "bytes read" counter)
+        self._bytes_seen = 0  # its value at the last look
         self.shards_open = 0  # shards opened and not closed yet (the "shards open" counter)
+        # queue depths and bytes in flight, read at each look: name -> [(owner, read)], the
+        # value of a counter is the sum over the live owners; the last value written per name
+        self._gauges: dict[str, list[tuple[weakref.ref[Any], Callable[[Any], float]]]] = {}
+        self._gauge_values: dict[str, float] = {}
         self._dumped = 0  # events already written to the dump file
         self._frames: dict[int, tuple[FrameType, str]] = {}  # id(frame) -> (frame, stage)
         self._codes: dict[CodeType, str] = {}
@@ -219,6 +233,42 @@ class Recorder:
     def counter(self, name: str, value: float) -> None:
         """A trace counter sample (bytes read, queue depth) at the current time."""
         self._event(("C", name, "counter", 0, time.perf_counter_ns(), 0, {name: value}))
+
+    def gauge(self, name: str, owner: Any, read: Callable[[Any], float]) -> None:
+        """A ``C`` counter ``name`` (a queue depth, bytes in flight) read at every look of
+        the sampler: ``read(owner)`` summed over the live owners of that name, written when it
+        changed. An owner is held weakly: once it is gone it counts no more."""
+        with self._lock:
+            self._gauges.setdefault(name, []).append((weakref.ref(owner), read))
+            self._read_gauges((name,))  # its first value, however soon it is gone
+
+    def refresh(self, name: str) -> None:
+        """Read gauge ``name`` now (its owner changed it: a stream closed)."""
+        with self._lock:
+            if name in self._gauges:
+                self._read_gauges((name,))
+
+    def _read_gauges(self, names: tuple[str, ...] | None = None) -> None:
+        for name in names if names is not None else list(self._gauges):
+            owners = self._gauges[name]
+            total = 0.0
+            live = []
+            for ref, read in owners:
+                owner = ref()
+                if owner is None:
+                    continue
+                live.append((ref, read))
+                try:
+                    total += read(owner)
+                except Exception:  # a gauge of something torn down meanwhile counts 0
+                    continue
+            if live:
+                self._gauges[name] = live
+            else:
+                del self._gauges[name]
+            if self._gauge_values.get(name) != total:
+                self._gauge_values[name] = total
+                self.counter(name, total)
 
     def _event(self, event: tuple[Any, ...]) -> None:
         if len(self.events) < MAX_EVENTS:
@@ -279,6 +329,14 @@ class Recorder:
             self._frames[id(frame)] = (frame, stage)
             thread.frames.append(id(frame))
 
+    def unwatch(self, thread: ThreadRecord, count: int) -> None:
+        """Forget the last ``count`` stage frames :meth:`watch` registered for ``thread``
+        (stages run per batch inside a long pass: a global-order batch's)."""
+        with self._lock:
+            for frame_id in thread.frames[-count:]:
+                self._frames.pop(frame_id, None)
+            del thread.frames[-count:]
+
     def _label(self, frame: FrameType | None, thread: ThreadRecord) -> str:
         best = ""
         while frame is not None:
@@ -329,8 +387,11 @@ class Recorder:
             for thread in self._threads.values():
                 if thread.depth > 0:
                     self._charge(thread, now, frames.get(thread.ident))
-            if self.bytes_read:
+            if self.bytes_read != self._bytes_seen:  # written when it changed
+                self._bytes_seen = self.bytes_read
                 self.counter("bytes read", self.bytes_read)
+            if self._gauges:
+                self._read_gauges()
 
     def _run(self, stop: threading.Event) -> None:
         next_dump = time.monotonic() + DUMP_EVERY

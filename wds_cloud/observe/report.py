@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import pickle
-from dataclasses import asdict, dataclass, field
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from wds_cloud.observe.profile import CONSUMER, CONSUMER_WAIT, IDLE, current, dump_dirs
 
-__all__ = ["ProcessTimes", "ProfileReport", "Timer", "collect", "read_dumps"]
+__all__ = ["ProcessTimes", "ProfileReport", "Timer", "collect", "distributed", "read_dumps"]
 
 
 @dataclass(frozen=True)
@@ -61,23 +64,42 @@ class ProfileReport:
     """Everything measured so far, per process; aggregated by the methods below.
 
     Attributes:
-        processes: the main process first, then the workers (by rank, worker, pid).
+        processes: the main processes first, then the workers (by rank, worker, pid).
         events: the raw trace events per pid (for :mod:`.trace`; empty unless asked).
         threads: ``pid -> {thread id: name}``.
         start_ns: the earliest recorder start (the trace's time zero).
+        ranks: the ranks whose processes are here: ``(0, 1, ...)`` when gathered across the
+            ranks of ``torch.distributed``, else this process's rank alone.
     """
 
     processes: tuple[ProcessTimes, ...]
     events: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict, repr=False)
     threads: dict[int, dict[int, str]] = field(default_factory=dict, repr=False)
     start_ns: int = 0
+    ranks: tuple[int, ...] = ()
 
     # -- aggregates ------------------------------------------------------------------------
 
     @property
     def main(self) -> ProcessTimes | None:
-        """The main process (None when only workers were profiled)."""
+        """The main process of the first rank (None when only workers were profiled)."""
         return next((p for p in self.processes if p.worker < 0), None)
+
+    @property
+    def mains(self) -> tuple[ProcessTimes, ...]:
+        """The main process of each rank."""
+        return tuple(p for p in self.processes if p.worker < 0)
+
+    def rank(self, rank: int) -> ProfileReport:
+        """The report of one rank's processes (its main process and its workers)."""
+        pids = {p.pid for p in self.processes if p.rank == rank}
+        return replace(
+            self,
+            processes=tuple(p for p in self.processes if p.rank == rank),
+            events={k: v for k, v in self.events.items() if k in pids},
+            threads={k: v for k, v in self.threads.items() if k in pids},
+            ranks=(rank,) if rank in self.ranks else (),
+        )
 
     @property
     def workers(self) -> tuple[ProcessTimes, ...]:
@@ -108,27 +130,37 @@ class ProfileReport:
 
     @property
     def wall(self) -> float:
-        """The consumer's watched seconds (the main process; else the longest worker)."""
-        main = self.main
-        if main is not None:
-            return main.wall
+        """The consumers' watched seconds (the main processes, summed over ranks; else the
+        longest worker)."""
+        mains = self.mains
+        if mains:
+            return sum(p.wall for p in mains)
         return max((p.wall for p in self.processes), default=0.0)
 
     @property
     def items(self) -> int:
-        """Items the consumer received (the main process's outermost pipeline)."""
-        main = self.main
-        return main.items if main is not None else sum(p.items for p in self.processes)
+        """Items the consumers received (the main processes' outermost pipelines)."""
+        mains = self.mains
+        return sum(p.items for p in (mains or self.processes))
+
+    @property
+    def rate(self) -> float:
+        """Items per second received by the consumers (summed over ranks)."""
+        mains = self.mains
+        if not mains:
+            wall = self.wall
+            return self.items / wall if wall > 0 else 0.0
+        return sum(p.items / p.wall for p in mains if p.wall > 0)
 
     @property
     def consumer_wait(self) -> float:
-        """Seconds the training loop spent blocked in ``next()`` on the loader: exact for a
-        loader of batches, else the sampler's (its time not in the training step)."""
+        """Seconds the training loops spent blocked in ``next()`` on the loader (summed over
+        ranks): exact for a loader of batches, else the sampler's (its time not in the
+        training step)."""
         timer = self.timer(CONSUMER_WAIT)
         if timer.count:
             return timer.seconds
-        main = self.main
-        return main.wall - main.stages.get(CONSUMER, 0.0) if main is not None else 0.0
+        return sum(p.wall - p.stages.get(CONSUMER, 0.0) for p in self.mains)
 
     @property
     def loader_idle(self) -> float:
@@ -139,6 +171,7 @@ class ProfileReport:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON-serialisable)."""
         return {
+            "ranks": list(self.ranks),
             "wall": self.wall,
             "items": self.items,
             "consumer_wait": self.consumer_wait,
@@ -158,9 +191,9 @@ class ProfileReport:
     def table(self) -> str:
         """The per-stage table, the timers and the verdict, as text."""
         wall = self.wall
-        rate = self.items / wall if wall > 0 else 0.0
+        ranks = f" on {len(self.ranks)} ranks" if len(self.ranks) > 1 else ""
         lines = [
-            f"profile: {wall:.2f} s watched, {self.items} items ({rate:.1f}/s), "
+            f"profile{ranks}: {wall:.2f} s watched, {self.items} items ({self.rate:.1f}/s), "
             f"consumer waited {self.consumer_wait:.2f} s (loader idle {self.loader_idle:.0%})"
         ]
         groups = [("main", self.stages(False), sum(p.wall for p in self.processes if p.worker < 0))]
@@ -227,22 +260,79 @@ def _process(snap: dict[str, Any]) -> ProcessTimes:
     )
 
 
-def collect(events: bool = False) -> ProfileReport:
+Found = list[tuple[dict[str, Any], list[tuple[Any, ...]]]]
+
+
+def collect(events: bool = False, gather: bool = True) -> ProfileReport:
     """The report of this process and the workers of its profiled loaders (their totals are
-    at most ``DUMP_EVERY`` seconds old while they run). ``events``: keep the trace events."""
-    found: list[tuple[dict[str, Any], list[tuple[Any, ...]]]] = []
+    at most ``DUMP_EVERY`` seconds old while they run). ``events``: keep the trace events.
+
+    ``gather``: under an initialised ``torch.distributed`` group of several ranks, gather the
+    measurements of every rank (``all_gather_object``: a collective, every rank must call it
+    at the same point, as ``state_dict()``); each rank gets the whole report. False: this
+    rank's processes only, no collective.
+    """
+    found: Found = []
     rec = current()
     if rec is not None:
         found.append((rec.snapshot(), list(rec.events) if events else []))
     for directory in dump_dirs():
         found.extend(read_dumps(directory))
+    dist = distributed() if gather else None
+    if dist is not None:
+        found, ranks = _gather(dist, found)
+    else:
+        ranks = (rec.rank if rec is not None else _own_rank(found),)
     found.sort(key=lambda x: (x[0]["worker"] >= 0, x[0]["rank"], x[0]["worker"], x[0]["pid"]))
     return ProfileReport(
         processes=tuple(_process(snap) for snap, _ in found),
         events={snap["pid"]: evs for snap, evs in found} if events else {},
         threads={snap["pid"]: dict(snap["threads"]) for snap, _ in found},
         start_ns=min((snap["start_ns"] for snap, _ in found), default=0),
+        ranks=ranks,
     )
+
+
+def _own_rank(found: Found) -> int:
+    return min((snap["rank"] for snap, _ in found), default=0)
+
+
+def distributed() -> Any:
+    """``torch.distributed`` when it is imported, initialised and has several ranks."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist if dist.get_world_size() > 1 else None
+
+
+def _clock() -> tuple[str, int]:
+    """This machine's name and the offset of the wall clock from the monotonic one (ns)."""
+    return socket.gethostname(), time.time_ns() - time.perf_counter_ns()
+
+
+def _gather(dist: Any, found: Found) -> tuple[Found, tuple[int, ...]]:
+    """Every rank's ``found``, each process marked with the rank that sent it. Another
+    machine's monotonic clock is moved onto this one's by the difference of their wall
+    clocks; a pid already seen from another rank gets a number of its own (``rank + 1`` in
+    bits 22 and up: Linux pids are below ``2**22``)."""
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, (dist.get_rank(), _clock(), found))
+    host, offset = _clock()
+    merged: Found = []
+    seen: set[int] = set()
+    for rank, (their_host, their_offset), theirs in out:
+        shift = 0 if their_host == host else their_offset - offset
+        for snap, evs in theirs:
+            snap = {**snap, "rank": rank}
+            if snap["pid"] in seen:
+                snap["pid"] = (rank + 1) << 22 | snap["pid"] & ((1 << 22) - 1)
+            seen.add(snap["pid"])
+            if shift:
+                snap["start_ns"] += shift
+                snap["now_ns"] += shift
+                evs = [(*e[:4], e[4] + shift, *e[5:]) for e in evs]
+            merged.append((snap, evs))
+    return merged, tuple(rank for rank, _, _ in out)
 
 
 #: Stages that are not the loader's work: the training step, a worker waiting to hand over.

@@ -16,7 +16,7 @@ from typing import Any
 from wds_cloud.observe.profile import Recorder
 from wds_cloud.redact import redact_url
 
-__all__ = ["TimedStream", "open_timed"]
+__all__ = ["TimedStream", "bytes_in_flight", "open_timed", "ranged_reader"]
 
 
 def open_timed(
@@ -29,7 +29,36 @@ def open_timed(
     rec.add("open", (time.perf_counter_ns() - start) / 1e9)
     rec.shards_open += 1
     rec.counter("shards open", rec.shards_open)
-    return TimedStream(stream, rec, scheme, url, start), local_path
+    timed = TimedStream(stream, rec, scheme, url, start)
+    ranged = ranged_reader(stream)
+    if ranged is not None:
+        rec.gauge("bytes in flight", timed, lambda t: bytes_in_flight(ranged) if t.start_ns else 0)
+    return timed, local_path
+
+
+def ranged_reader(stream: Any) -> Any:
+    """The parallel ranged reader (``openers/streams/prefetch.py``'s ``PrefetchReader``)
+    under ``stream`` (through buffered readers and read-ahead), or None. Found by what it
+    keeps (``position``, ``size``, ``peak_buffered``), so this layer does not import it."""
+    for _ in range(6):
+        if stream is None:
+            return None
+        if all(hasattr(stream, a) for a in ("peak_buffered", "position", "size")):
+            return stream
+        stream = next(
+            (getattr(stream, a) for a in ("raw", "source", "stream") if hasattr(stream, a)), None
+        )
+    return None
+
+
+def bytes_in_flight(reader: Any) -> float:
+    """Bytes the parallel ranged reads have requested and not handed out yet: parts being
+    fetched and parts received, waiting for the tar reader."""
+    scheduled = getattr(reader, "_scheduled", None)
+    chunk = getattr(reader, "_chunk", None)
+    if scheduled is None or chunk is None:
+        return float(reader.buffered)
+    return float(max(0, min(reader.size, scheduled * chunk) - reader.position))
 
 
 class TimedStream(io.RawIOBase):
@@ -112,6 +141,7 @@ class TimedStream(io.RawIOBase):
             self.start_ns = 0
             self.rec.shards_open -= 1
             self.rec.counter("shards open", self.rec.shards_open)
+            self.rec.refresh("bytes in flight")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)

@@ -12,7 +12,12 @@ in microseconds from the first recorder's start. Tracks, per process (``pid``, n
 * ``shards``, ``shards 2``...: an ``X`` span per shard from open to close (URL redacted,
   bytes read), on as many tracks as shards were open at once, so spans never overlap;
 * ``C`` counters per process: ``bytes read`` (so far, by the shard streams) and ``shards
-  open`` (opened and not closed yet: the shards in flight, the next one opened ahead counted).
+  open`` (opened and not closed yet: the shards in flight, the next one opened ahead counted);
+  and the gauges the sampler reads at each look (written when they change): ``loader batches
+  in flight`` / ``loader batches ready`` (a DataLoader's prefetch queue: asked of the workers
+  and not handed out / delivered by them and not handed out), ``shuffle buffer`` (items in a
+  shuffle stage's buffer), ``device prefetch`` (batches ``DevicePrefetcher`` copied ahead) and
+  ``bytes in flight`` (parallel ranged reads: requested and not handed to the tar reader).
 
 Spans of one track never overlap partially (they are sequential), so they nest trivially.
 """
@@ -23,7 +28,7 @@ import json
 import os
 from typing import Any
 
-from wds_cloud.observe.report import ProfileReport, collect
+from wds_cloud.observe.report import ProfileReport, collect, distributed
 
 __all__ = ["trace_events", "write_trace"]
 
@@ -105,8 +110,18 @@ def trace_events(report: ProfileReport) -> list[dict[str, Any]]:
     return out
 
 
-def write_trace(path: str | os.PathLike[str], report: ProfileReport | None = None) -> None:
-    """Write the trace of ``report`` (default: everything measured so far) to ``path``."""
-    report = report if report is not None else collect(events=True)
+def write_trace(
+    path: str | os.PathLike[str], report: ProfileReport | None = None, gather: bool = True
+) -> None:
+    """Write the trace of ``report`` (default: everything measured so far) to ``path``.
+
+    Without a report, under ``torch.distributed`` with several ranks (and ``gather``), the
+    ranks' measurements are gathered (a collective: every rank must call this) and rank 0
+    alone writes the file, with every rank's processes."""
+    if report is None:
+        report = collect(events=True, gather=gather)
+        dist = distributed() if gather else None
+        if dist is not None and dist.get_rank() != 0:
+            return
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": trace_events(report), "displayTimeUnit": "ms"}, f)

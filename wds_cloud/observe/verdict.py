@@ -50,8 +50,7 @@ def verdict(report: ProfileReport) -> str:
     """One line saying where the time goes and what to change (see the module docstring)."""
     if report.wall <= 0 or not report.processes:
         return "no measurements yet: iterate the loader with profiling on"
-    main = report.main
-    if main is not None and main.wall > 0 and report.consumer_wait / main.wall < CONSUMER_BOUND:
+    if report.mains and report.consumer_wait / report.wall < CONSUMER_BOUND:
         return (
             "consumer-bound: the training step is the bottleneck "
             f"(loader idle {report.loader_idle:.0%})"
@@ -70,6 +69,13 @@ def verdict(report: ProfileReport) -> str:
     n = _more_workers(report)
     if stage in ("read wait", "open"):
         return _network(report, share, where)
+    if stage == "batch read":
+        timer = report.timer("batch read")
+        speed = f" at {timer.mb_per_s:.0f} MB/s per reader" if timer.nbytes else ""
+        return (
+            f"network-bound: {share:.0%} of {where} reading batches{speed}; "
+            "try batches_in_flight=4 or more num_workers"
+        )
     if stage.startswith("decode"):
         return (
             f"decode-bound: {share:.0%} of {where} in {stage}; try num_workers={n} or the "

@@ -30,7 +30,7 @@ from wds_cloud.core.collate import torch_collate
 from wds_cloud.core.mixplan import DataPlan
 from wds_cloud.errors import ConfigError
 from wds_cloud.observe.passes import profiled_iter
-from wds_cloud.observe.profile import profile_enabled
+from wds_cloud.observe.profile import current as current_recorder, profile_enabled
 from wds_cloud.pytorch.datasets import DataPipeline, WebDataset
 from wds_cloud.pytorch.loader import WebLoader
 from wds_cloud.resume.loop import gather_states, local_state
@@ -155,13 +155,13 @@ class DevicePrefetcher:
         self.loader.load_state_dict(state)  # type: ignore[attr-defined]
         self._ahead = None
 
-    def profile_report(self) -> Any:
+    def profile_report(self, gather: bool = True) -> Any:
         """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.profile_report`."""
-        return self.loader.profile_report()  # type: ignore[attr-defined]
+        return self.loader.profile_report(gather)  # type: ignore[attr-defined]
 
-    def export_trace(self, path: str) -> None:
+    def export_trace(self, path: str, gather: bool = True) -> None:
         """The loader's :meth:`~wds_cloud.core.pipeline.DataPipeline.export_trace`."""
-        self.loader.export_trace(path)  # type: ignore[attr-defined]
+        self.loader.export_trace(path, gather)  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[Any]:
         batches = self._batches()
@@ -215,6 +215,7 @@ class ReadAhead:
         self.loader = loader
         self.prepare = prepare
         self.holding = False  # whether the state to give is the held one
+        self.ahead = 0  # batches read and prepared ahead, not handed out yet (0 or 1)
         self._held: dict[str, Any] | None = None
         self._gather = False
         self._error: Exception | None = None
@@ -247,6 +248,9 @@ class ReadAhead:
     def __iter__(self) -> Iterator[Any]:
         track = hasattr(self.loader, "state_dict") and tracking_on(self.loader)
         source = iter(self.loader)
+        rec = current_recorder()  # profiling: the read-ahead is a counter of the trace
+        if rec is not None:
+            rec.gauge("device prefetch", self, lambda ahead: ahead.ahead)
         upcoming = next(source, _END)
         self.holding = True
         if upcoming is not _END:
@@ -258,7 +262,9 @@ class ReadAhead:
             upcoming = next(source, _END)
             if upcoming is not _END:
                 upcoming = self.prepare(upcoming)
+            self.ahead = int(upcoming is not _END)
             yield current
+        self.ahead = 0
         # kept when the loop is left early (the loader has read one batch more than delivered)
         self.holding = False  # ran to the end: the loader's own state is current
 
@@ -299,15 +305,17 @@ def make_loader(
     raw_map: Callable[[Any], Any] | None = None,
     order: str = "stream",
     profile: bool | None = None,
+    executor: str = "processes",
     **webdataset_kw: Any,
 ) -> Any:
     """Build a training loader over WebDataset shards (any backend).
 
     Args:
-        urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``); or a
-            data plan (``wds.mix(...)``, ``DataPlan.from_yaml``): its sources mixed and batched
-            as it says, resumed elastically (``docs/mixing.md``; like ``order="global"``, the
-            plan sets the order: ``shuffle_buffer``/``shardshuffle``/``seed`` do not apply,
+        urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``), or
+            ``wds.join(...)`` (joined column sets, ``docs/mixing.md``), or a data plan
+            (``wds.mix(...)``, ``DataPlan.from_yaml``): its sources mixed and batched as it
+            says, resumed elastically (``docs/mixing.md``; like ``order="global"``, the plan
+            sets the order: ``shuffle_buffer``/``shardshuffle``/``seed`` do not apply,
             ``webdataset_kw`` goes to each source's ``IndexedWebDataset``).
         batch_size: samples per batch delivered to the training loop.
         num_workers: DataLoader worker processes (0: read in the main process).
@@ -345,9 +353,12 @@ def make_loader(
             ``epoch_size``, ``resampled`` and ``inner_batch`` are refused.
         profile: measure where the time goes, in the main process and the workers; read it
             with ``loader.profile_report()`` / ``loader.export_trace(path)``
-            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off). Streaming
-            only: ``order="global"`` refuses ``profile=True`` (and ignores the variable, with a
-            warning).
+            (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off).
+        executor: ``"processes"`` (default): ``num_workers`` DataLoader worker processes;
+            ``"threads"``: ``num_workers`` reader threads in this process
+            (:class:`~wds_cloud.pytorch.threadloader.ThreadLoader`), the same samples in the
+            same order, no pickling or inter-process copies; ``map``/``raw_map`` holding the
+            GIL are reported (docs/pytorch.md, "Threads vs processes"). Streaming only.
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -371,6 +382,22 @@ def make_loader(
         raise ConfigError(f"make_loader: num_workers must be >= 0, got {num_workers}")
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
+    if executor not in ("processes", "threads"):
+        raise ConfigError(
+            f"make_loader: executor must be 'processes' or 'threads', got {executor!r}"
+        )
+    threads = executor == "threads"
+    if threads:
+        from wds_cloud.pytorch.threadloader import (
+            GilWatch,
+            ThreadLoader,
+            check_threads,
+            inner_columns,
+        )
+
+        check_threads(num_workers, order)
+        map = GilWatch(map, num_workers) if map is not None else None
+        raw_map = GilWatch(raw_map, num_workers) if raw_map is not None else None
     planned: dict[str, Any] = {  # what the loaders that plan their batches take
         "batch_size": batch_size,
         "num_workers": num_workers,
@@ -384,22 +411,18 @@ def make_loader(
         "pin": pin_batch if pin_memory and device is None and torch.cuda.is_available() else None,
     }
     if isinstance(urls, DataPlan):
-        if epoch_size is not None or resampled or inner_batch or order != "stream" or profile:
+        if epoch_size is not None or resampled or inner_batch or order != "stream" or threads:
             raise ConfigError(
-                "make_loader(plan): epoch_size, resampled, inner_batch, order and profile do "
-                "not apply; the plan sets each epoch (docs/mixing.md)"
+                "make_loader(plan): epoch_size, resampled, inner_batch, order and "
+                "executor='threads' do not apply; the plan sets each epoch (docs/mixing.md)"
             )
         from wds_cloud.pytorch.mixloader import mix_loader
 
         mixed = mix_loader(urls, **planned, **webdataset_kw)
+        if profile_enabled(profile):
+            mixed.profile()
         return _on_device(mixed, device, prefetch_to_device, pin_memory)
     if order == "global":
-        if profile:
-            raise ConfigError("make_loader(order='global'): profile=True is for streaming only")
-        if profile_enabled(profile):
-            log.warning(
-                "make_loader(order='global'): WDS_CLOUD_PROFILE is ignored (streaming only)"
-            )
         if epoch_size is not None or resampled or inner_batch is not None:
             raise ConfigError(
                 "make_loader(order='global'): epoch_size, resampled and inner_batch apply to "
@@ -408,6 +431,8 @@ def make_loader(
         from wds_cloud.pytorch.globalloader import global_loader
 
         loader = global_loader(urls, seed=seed, **planned, **webdataset_kw)
+        if profile_enabled(profile):
+            loader.profile()
         return _on_device(loader, device, prefetch_to_device, pin_memory)
     if order != "stream":
         raise ConfigError(f"make_loader: order must be 'stream' or 'global', got {order!r}")
@@ -433,13 +458,21 @@ def make_loader(
         )
     if map is not None:
         dataset = dataset.map(map)
-    dataset = dataset.batched(inner_batch or batch_size, partial=True)
+    # threads: arrays stay per sample in the readers' batches (one copy, the final collation)
+    inner: dict[str, Any] = {"collation_fn": inner_columns} if threads else {}
+    dataset = dataset.batched(inner_batch or batch_size, partial=True, **inner)
 
     loader_kw: dict[str, Any] = {"batch_size": None, "num_workers": num_workers}
     if num_workers > 0:
         loader_kw["persistent_workers"] = persistent_workers
         loader_kw["prefetch_factor"] = prefetch_factor
-    samples: Any = WebLoader(dataset, **loader_kw).unbatched()
+    if threads:
+        reader: Any = ThreadLoader(
+            dataset, num_workers=num_workers, prefetch_factor=prefetch_factor
+        )
+    else:
+        reader = WebLoader(dataset, **loader_kw)
+    samples: Any = reader.unbatched()
     if shuffle_buffer > 0:
         samples = samples.shuffle(shuffle_buffer)
     if epoch_size is not None:

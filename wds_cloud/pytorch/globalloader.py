@@ -33,6 +33,13 @@ from wds_cloud.index.globalorder import (
     fetch_batch,
     iter_fetched,
 )
+from wds_cloud.observe.passes import (
+    batch_worker,
+    profiled_iter,
+    run_batch_stages,
+    timed_batch_read as timed_read,
+)
+from wds_cloud.observe.profile import current as current_recorder, dump_dir
 from wds_cloud.pytorch.datasets import IndexedWebDataset
 
 __all__ = ["BatchReader", "GlobalLoader", "GroupReader", "global_loader", "sample_stages"]
@@ -51,6 +58,11 @@ class BatchReader(torch.utils.data.Dataset[Any]):
         stages: each ``stage(iterator) -> iterator``, applied in order.
     """
 
+    #: Measure where a worker's time goes (set by ``GlobalLoader.profile()``), and where the
+    #: workers write their totals.
+    profiling = False
+    profile_dump: str | None = None
+
     def __init__(self, dataset: Any, stages: Iterable[Callable[[Any], Any]] = ()) -> None:
         self.dataset = dataset
         self.stages = list(stages)
@@ -60,12 +72,12 @@ class BatchReader(torch.utils.data.Dataset[Any]):
 
     def process(self, samples: list[Any]) -> list[Any]:
         """A batch's samples through the stages."""
-        out: Any = iter(samples)
-        for stage in self.stages:
-            out = stage(out)
-        return list(out)
+        return run_batch_stages(current_recorder(), self.stages, samples)
 
     def __getitems__(self, indices: list[int]) -> list[Any]:
+        if self.profiling:
+            rec = batch_worker(self.profile_dump)
+            return self.process(timed_read(rec, lambda: fetch_batch(self.dataset, indices)))
         return self.process(fetch_batch(self.dataset, indices))
 
     def __getitem__(self, index: int) -> Any:
@@ -88,6 +100,8 @@ class GroupReader(torch.utils.data.Dataset[Any]):
         return len(self.reader)
 
     def __getitems__(self, groups: list[list[int]]) -> list[list[Any]]:
+        if self.reader.profiling:
+            batch_worker(self.reader.profile_dump)
         fetched = iter_fetched(self.reader.dataset, groups, readahead=len(groups))
         return [self.reader.process(samples) for samples in fetched]
 
@@ -178,11 +192,39 @@ class GlobalLoader(CursorLoop):
                 pin_memory=pin is not None,
             )
 
+    profiling = False  # see profile()
+
+    def profile(self, on: bool = True) -> GlobalLoader:
+        """Measure where the time goes, here and in the workers (``docs/observability.md``):
+        each batch's read (timer ``batch read``), its stages, collation, the transfer and the
+        training loop's wait. Modifies and returns ``self``."""
+        self.profiling = self.reader.profiling = on
+        if on and self.num_workers > 0 and self.reader.profile_dump is None:
+            self.reader.profile_dump = dump_dir()
+        return self
+
+    def profile_report(self, gather: bool = True) -> Any:
+        """As :meth:`~wds_cloud.core.pipeline.DataPipeline.profile_report`."""
+        from wds_cloud.observe.report import collect
+
+        return collect(gather=gather)
+
+    def export_trace(self, path: str, gather: bool = True) -> None:
+        """As :meth:`~wds_cloud.core.pipeline.DataPipeline.export_trace`."""
+        from wds_cloud.observe.trace import write_trace
+
+        write_trace(path, gather=gather)
+
     def _finish(self, samples: list[Any]) -> Any:
         batch = self.collate(self.reader.process(samples))
         return self.pin(batch) if self.pin is not None else batch
 
     def __iter__(self) -> Iterator[Any]:
+        if self.profiling:  # each batch's wait is timed, the main thread watched
+            return profiled_iter(self._batches(), None, timed=True)
+        return self._batches()
+
+    def _batches(self) -> Iterator[Any]:
         plan = self.sampler.current_pass()
         if self.loader is None:
             ahead = max(self.prefetch_factor, self.batches_in_flight)

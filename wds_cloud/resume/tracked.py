@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from wds_cloud.core.mix import RandomMix, mix_weights, mixed_samples
+from wds_cloud.core.pipeline_base import invoke_stage
 from wds_cloud.core.shards import worker_info
 from wds_cloud.core.shuffle import stable_seed
 from wds_cloud.resume import kept
@@ -40,7 +41,9 @@ def pairs(level: Level, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     else:
         assert level.source is not None
         src = level.source.pairs(ctx)
-    sub = dict(ctx, place=f"{ctx.get('place', '')}/{level.name}")
+    # the place seeds unseeded shuffles: a ThreadLoader's pipeline draws as a WebLoader's
+    name = "WebLoader" if level.name == "ThreadLoader" else level.name
+    sub = dict(ctx, place=f"{ctx.get('place', '')}/{name}")
     return run_stages(level.steps, src, sub)
 
 
@@ -57,7 +60,7 @@ def _loader_pairs(loader: Any, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]
     if ctx.get("resume") is not None:
         shut_down_persistent_workers(loader)
     watch: Watch | None = ctx.get("watch")
-    for value in loader:
+    for value in invoke_stage(loader):  # the one way a stage runs (profiling watches it)
         if isinstance(value, Tagged):
             if value.refused and watch is not None:
                 watch.add(value.refused)
