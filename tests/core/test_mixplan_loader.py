@@ -85,6 +85,8 @@ def test_streaming_options_are_refused_with_a_plan(sources: dict) -> None:
     plan = wds.mix(sources)
     with pytest.raises(ConfigError, match="epoch_size, resampled, inner_batch, order and"):
         loader(plan, epoch_size=10)
+    with pytest.raises(ConfigError, match="executor='threads' do not apply"):
+        loader(plan, executor="threads")
 
 
 def other_fields(root: Path) -> list[str]:
