@@ -97,6 +97,9 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         RandomMix as RandomMix,
         RoundRobin as RoundRobin,
     )
+    from wds_cloud.core.mixplan import (
+        DataPlan as DataPlan,
+    )
     from wds_cloud.core.multishard import (
         MultiShardSample as MultiShardSample,
     )
@@ -294,6 +297,14 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         upload_shards as upload_shards,
     )
 
+    class _MixModule(ModuleType):
+        """``wds.mix``: webdataset's module, and callable: ``wds.mix({...}, weights=...)``
+        makes a :class:`DataPlan` (``wds_cloud.webdataset_api.MixModule``)."""
+
+        def __call__(self, sources: Any, **options: Any) -> DataPlan: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
     # webdataset's module names, built on first use by wds_cloud.webdataset_api
     autodecode: ModuleType
     cache: ModuleType
@@ -301,7 +312,7 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     extradatasets: ModuleType
     filters: ModuleType
     handlers: ModuleType
-    mix: ModuleType
+    mix: _MixModule
     pipeline: ModuleType
     shardlists: ModuleType
     tariterators: ModuleType
@@ -369,6 +380,7 @@ _EXPORTS: dict[str, str] = {
     "pipelinefilter": "wds_cloud.core.curry",
     "RandomMix": "wds_cloud.core.mix",
     "RoundRobin": "wds_cloud.core.mix",
+    "DataPlan": "wds_cloud.core.mixplan",
     # joined sources (column sets read in lockstep)
     "JoinedShards": "wds_cloud.core.join",
     "join": "wds_cloud.core.join",

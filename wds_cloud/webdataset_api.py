@@ -337,6 +337,17 @@ class _UtilsFacade(_Facade):
         security.enforce_security = bool(value)
 
 
+class MixModule(_Facade):
+    """``wds.mix``: webdataset's module (``wds.mix.RandomMix``) that is also the data-plan
+    constructor, ``wds.mix({"a": shards_a, "b": shards_b}, weights=...)``
+    (:func:`wds_cloud.core.mixplan.mix`)."""
+
+    def __call__(self, sources: Any, **options: Any) -> Any:
+        from wds_cloud.core.mixplan import mix
+
+        return mix(sources, **options)
+
+
 _FACADES: dict[str, _Facade] = {}
 
 
@@ -345,7 +356,8 @@ def webdataset_module(name: str) -> types.ModuleType:
     if name not in WEBDATASET_MODULES:
         raise AttributeError(f"webdataset has no module {name!r} that wds_cloud provides")
     if name not in _FACADES:
-        _FACADES[name] = _UtilsFacade(name) if name == "utils" else _Facade(name)
+        kind = {"utils": _UtilsFacade, "mix": MixModule}.get(name, _Facade)
+        _FACADES[name] = kind(name)
     return _FACADES[name]
 
 

@@ -7,7 +7,8 @@ batch every rank appends ``"<step> <key> <rank>/<worker>"`` lines to ``log-<gen>
 (flushed), they meet (a barrier), and every ``every`` steps rank 0 writes ``{"gen", "step",
 "loader"}`` to ``ckpt`` atomically, after checking that every rank's ``state_dict()`` is the
 same. With ``kill`` set, rank 0 sends SIGKILL to the whole process group (every rank and
-every DataLoader worker) once it has logged that step, so where the run dies does not depend
+every DataLoader worker) once it has logged that step (:func:`after_step`, which
+``tests/resume/mixplan_rank.py`` shares), so where the run dies does not depend
 on how fast anything runs. With ``ckpt`` present the loader resumes from it first.
 """
 
@@ -56,24 +57,35 @@ def run_rank(cfg: dict[str, Any], rank: int) -> None:
         for step, batch in enumerate(loader, 1):
             log.writelines(f"{step} {key} {reader}\n" for key, reader in batch)
             log.flush()
-            dist.barrier()  # every rank has the batch (DDP's all-reduce)
-            if step % cfg["every"] == 0:
-                states: list[Any] = [None] * cfg["world"]
-                dist.all_gather_object(states, loader.state_dict())
-                if rank == 0:
-                    if any(s != states[0] for s in states):
-                        raise SystemExit(f"ranks disagree on the state: {states}")
-                    tmp = cfg["ckpt"] + ".tmp"
-                    with open(tmp, "w") as f:
-                        json.dump({"gen": cfg["gen"], "step": step, "loader": states[0]}, f)
-                    os.replace(tmp, cfg["ckpt"])
-            if rank == 0 and step == cfg["kill"]:
-                os.killpg(os.getpgrp(), signal.SIGKILL)
+            after_step(cfg, rank, step, loader)
     dist.barrier()
     dist.destroy_process_group()
 
 
-def main() -> None:
+def after_step(cfg: dict[str, Any], rank: int, step: int, loader: Any) -> None:
+    """What every rank does after a step: meet the others (a barrier, DDP's all-reduce); every
+    ``every`` steps gather the states, check they are equal and (rank 0) write the checkpoint
+    atomically; at step ``kill`` rank 0 SIGKILLs the process group."""
+    import torch.distributed as dist
+
+    dist.barrier()  # every rank has the batch (DDP's all-reduce)
+    if step % cfg["every"] == 0:
+        states: list[Any] = [None] * cfg["world"]
+        dist.all_gather_object(states, loader.state_dict())
+        if rank == 0:
+            if any(s != states[0] for s in states):
+                raise SystemExit(f"ranks disagree on the state: {states}")
+            tmp = cfg["ckpt"] + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"gen": cfg["gen"], "step": step, "loader": states[0]}, f)
+            os.replace(tmp, cfg["ckpt"])
+    if rank == 0 and step == cfg["kill"]:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def main(target: Any = run_rank) -> None:
+    """Fork ``world`` ranks running ``target(cfg, rank)`` (also used by
+    ``tests/resume/mixplan_rank.py``); exit non-zero when one fails."""
     import multiprocessing
 
     import torch.distributed  # noqa: F401  (imported once, before the fork)
@@ -81,7 +93,7 @@ def main() -> None:
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
     fork = multiprocessing.get_context("fork")
-    procs = [fork.Process(target=run_rank, args=(cfg, rank)) for rank in range(cfg["world"])]
+    procs = [fork.Process(target=target, args=(cfg, rank)) for rank in range(cfg["world"])]
     for proc in procs:
         proc.start()
     for proc in procs:

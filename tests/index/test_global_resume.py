@@ -6,16 +6,12 @@ delivered exactly once along the chain of checkpoints, and every rank saved the 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import wds_cloud as wds
-from tests.resume.helpers import assert_exactly_once, write_shards
+from tests.resume.helpers import assert_exactly_once, run_killed, write_shards
 
 pytestmark = pytest.mark.slow
 
@@ -49,19 +45,7 @@ def run(tmp: Path, urls: list[str], gen: int, world: int, workers: int, kill: in
             }
         )
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-    env["PYTHONPATH"] = str(ROOT)
-    env["GLOO_SOCKET_IFNAME"] = "lo"  # the ranks talk over the loopback interface only
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), str(conf)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        start_new_session=True,  # its own process group, which rank 0 kills
-    )
-    want = 0 if kill is None else -signal.SIGKILL
-    assert proc.returncode == want, proc.stderr[-4000:]
+    run_killed(SCRIPT, conf, kill, ROOT)
 
 
 def logged(tmp: Path, gen: int, upto: int | None = None) -> list[tuple[str, str]]:

@@ -120,3 +120,27 @@ def counting(cls: type) -> type:
             return super().open_at(url, offset, **options)
 
     return Counting
+
+
+def run_killed(script: Path, conf: Path, kill: int | None, root: Path) -> None:
+    """Run ``python script conf`` (ranks in a gloo group on the loopback interface) in its own
+    process group; it must exit 0, or die of SIGKILL when ``kill`` is set (rank 0 kills the
+    group at that step)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["PYTHONPATH"] = str(root)
+    env["GLOO_SOCKET_IFNAME"] = "lo"  # the ranks talk over the loopback interface only
+    proc = subprocess.run(
+        [sys.executable, str(script), str(conf)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        start_new_session=True,  # its own process group, which rank 0 kills
+    )
+    want = 0 if kill is None else -signal.SIGKILL
+    assert proc.returncode == want, proc.stderr[-4000:]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from wds_cloud.core.shards import node_info
 from wds_cloud.errors import ConfigError
@@ -263,14 +263,32 @@ def iter_fetched(
     return (fetch_batch(dataset, indices) for indices in batches)
 
 
+class BatchOrder(Protocol):
+    """What a :class:`CursorLoop` needs of its sampler: :class:`GlobalBatchSampler`, or a data
+    plan's ``index.mixorder.MixSampler``. ``current_pass()`` gives this rank's batches (index
+    lists, with ``len``) from the position; ``delivered(pass, steps)`` moves the position."""
+
+    def current_pass(self) -> Any: ...
+
+    def delivered(self, plan: Any, steps: int) -> None: ...
+
+    def set_epoch(self, epoch: int) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
 class CursorLoop:
     """What :class:`GlobalOrder` and ``make_loader(order="global")`` share: a
-    :class:`GlobalBatchSampler` (``self.sampler``) whose cursor moves as each batch is handed
-    to the training loop, and the state methods that read it."""
+    :class:`GlobalBatchSampler` (``self.sampler``; or any :class:`BatchOrder`) whose cursor
+    moves as each batch is handed to the training loop, and the state methods that read it."""
 
-    sampler: GlobalBatchSampler
+    sampler: BatchOrder
 
-    def deliver(self, plan: Pass, batches: Iterable[Any]) -> Iterator[Any]:
+    def deliver(self, plan: Any, batches: Iterable[Any]) -> Iterator[Any]:
         """Yield ``batches`` (those of ``plan``), noting each as delivered before it is
         yielded (a state taken in the loop body includes it); the next epoch after the last."""
         if len(plan) == 0:
@@ -344,6 +362,7 @@ class GlobalOrder(CursorLoop):
 
 
 __all__ = [
+    "BatchOrder",
     "CursorLoop",
     "GlobalBatchSampler",
     "GlobalOrder",

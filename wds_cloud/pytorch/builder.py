@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from wds_cloud.core.collate import torch_collate
+from wds_cloud.core.mixplan import DataPlan
 from wds_cloud.errors import ConfigError
 from wds_cloud.observe.passes import profiled_iter
 from wds_cloud.observe.profile import current as current_recorder, profile_enabled
@@ -271,8 +272,18 @@ class ReadAhead:
 _END = object()
 
 
+def _on_device(
+    loader: Any, device: str | torch.device | None, prefetch_to_device: bool, pin_memory: bool
+) -> Any:
+    """``loader`` through a :class:`DevicePrefetcher` when ``device`` is not the CPU (or
+    ``prefetch_to_device``)."""
+    if device is not None and (prefetch_to_device or torch.device(device).type != "cpu"):
+        return DevicePrefetcher(loader, torch.device(device), pin_memory=pin_memory)
+    return loader
+
+
 def make_loader(
-    urls: str | Iterable[str],
+    urls: str | Iterable[str] | DataPlan,
     *,
     batch_size: int,
     num_workers: int = 4,
@@ -301,7 +312,11 @@ def make_loader(
 
     Args:
         urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``), or
-            ``wds.join(...)`` (joined column sets, ``docs/mixing.md``).
+            ``wds.join(...)`` (joined column sets, ``docs/mixing.md``), or a data plan
+            (``wds.mix(...)``, ``DataPlan.from_yaml``): its sources mixed and batched as it
+            says, resumed elastically (``docs/mixing.md``; like ``order="global"``, the plan
+            sets the order: ``shuffle_buffer``/``shardshuffle``/``seed`` do not apply,
+            ``webdataset_kw`` goes to each source's ``IndexedWebDataset``).
         batch_size: samples per batch delivered to the training loop.
         num_workers: DataLoader worker processes (0: read in the main process).
         shuffle_buffer: sample shuffle buffer, used both inside each worker and across workers
@@ -383,6 +398,30 @@ def make_loader(
         check_threads(num_workers, order)
         map = GilWatch(map, num_workers) if map is not None else None
         raw_map = GilWatch(raw_map, num_workers) if raw_map is not None else None
+    planned: dict[str, Any] = {  # what the loaders that plan their batches take
+        "batch_size": batch_size,
+        "num_workers": num_workers,
+        "decode": decode,
+        "to_tuple": to_tuple,
+        "map": map,
+        "raw_map": raw_map,
+        "collate": collate,
+        "prefetch_factor": prefetch_factor,
+        "persistent_workers": persistent_workers,
+        "pin": pin_batch if pin_memory and device is None and torch.cuda.is_available() else None,
+    }
+    if isinstance(urls, DataPlan):
+        if epoch_size is not None or resampled or inner_batch or order != "stream" or threads:
+            raise ConfigError(
+                "make_loader(plan): epoch_size, resampled, inner_batch, order and "
+                "executor='threads' do not apply; the plan sets each epoch (docs/mixing.md)"
+            )
+        from wds_cloud.pytorch.mixloader import mix_loader
+
+        mixed = mix_loader(urls, **planned, **webdataset_kw)
+        if profile_enabled(profile):
+            mixed.profile()
+        return _on_device(mixed, device, prefetch_to_device, pin_memory)
     if order == "global":
         if epoch_size is not None or resampled or inner_batch is not None:
             raise ConfigError(
@@ -391,26 +430,10 @@ def make_loader(
             )
         from wds_cloud.pytorch.globalloader import global_loader
 
-        loader = global_loader(
-            urls,
-            batch_size=batch_size,
-            num_workers=num_workers,
-            seed=seed,
-            decode=decode,
-            to_tuple=to_tuple,
-            map=map,
-            raw_map=raw_map,
-            collate=collate,
-            prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers,
-            pin=pin_batch if pin_memory and device is None and torch.cuda.is_available() else None,
-            **webdataset_kw,
-        )
+        loader = global_loader(urls, seed=seed, **planned, **webdataset_kw)
         if profile_enabled(profile):
             loader.profile()
-        if device is not None and (prefetch_to_device or torch.device(device).type != "cpu"):
-            return DevicePrefetcher(loader, torch.device(device), pin_memory=pin_memory)
-        return loader
+        return _on_device(loader, device, prefetch_to_device, pin_memory)
     if order != "stream":
         raise ConfigError(f"make_loader: order must be 'stream' or 'global', got {order!r}")
     stray = sorted({"uneven", "batches_in_flight"} & set(webdataset_kw))

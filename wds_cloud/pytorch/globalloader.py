@@ -24,12 +24,12 @@ from typing import Any
 import torch.utils.data
 
 from wds_cloud.core.collate import torch_collate
-from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.core.handlers import Handler, reraise_exception
 from wds_cloud.errors import ConfigError
 from wds_cloud.index.globalorder import (
+    BatchOrder,
     CursorLoop,
     GlobalBatchSampler,
-    Pass,
     fetch_batch,
     iter_fetched,
 )
@@ -42,7 +42,7 @@ from wds_cloud.observe.passes import (
 from wds_cloud.observe.profile import current as current_recorder, dump_dir
 from wds_cloud.pytorch.datasets import IndexedWebDataset
 
-__all__ = ["BatchReader", "GlobalLoader", "GroupReader", "global_loader"]
+__all__ = ["BatchReader", "GlobalLoader", "GroupReader", "global_loader", "sample_stages"]
 
 #: ``WebDataset`` options that only mean something when streaming shards
 _STREAM_ONLY = ("nodesplitter", "workersplitter", "empty_check")
@@ -122,7 +122,7 @@ class _PassSampler:
     loader set last, ``group`` consecutive ones at a time when ``group > 1``."""
 
     def __init__(self, group: int = 1) -> None:
-        self.plan: Pass | None = None
+        self.plan: Any = None  # a Pass (or a data plan's MixPass): index lists, with len
         self.group = group
 
     def __iter__(self) -> Iterator[Any]:
@@ -160,7 +160,7 @@ class GlobalLoader(CursorLoop):
     def __init__(
         self,
         reader: BatchReader,
-        sampler: GlobalBatchSampler,
+        sampler: BatchOrder,
         *,
         num_workers: int = 0,
         prefetch_factor: int = 2,
@@ -260,9 +260,6 @@ def global_loader(
     Raises:
         ConfigError: a streaming-only option, or bad sizes.
     """
-    from wds_cloud.core import stages
-    from wds_cloud.core.decode import decode as decode_stage
-
     uneven = kw.pop("uneven", "drop")
     in_flight = kw.pop("batches_in_flight", 1)
     handler = kw.pop("handler", reraise_exception)
@@ -273,17 +270,7 @@ def global_loader(
             "(order='stream'); the global order reads every sample of the dataset once per epoch"
         )
     dataset = IndexedWebDataset(urls, **kw)
-    chain: list[Callable[[Any], Any]] = []
-    if raw_map is not None:
-        chain.append(stages.map(raw_map, handler=handler))
-    if decode is not None:
-        specs = tuple(decode) if isinstance(decode, tuple | list) else (decode,)
-        chain.append(decode_stage(*specs, handler=handler))
-    if to_tuple is not None:
-        fields = tuple(to_tuple) if isinstance(to_tuple, tuple | list) else (to_tuple,)
-        chain.append(stages.to_tuple(*fields, handler=handler))
-    if map is not None:
-        chain.append(stages.map(map, handler=handler))
+    chain = sample_stages(decode, to_tuple, map, raw_map, handler)
     sampler = GlobalBatchSampler(len(dataset), batch_size, seed=seed, uneven=uneven)
     return GlobalLoader(
         BatchReader(dataset, chain),
@@ -295,3 +282,29 @@ def global_loader(
         pin=pin,
         batches_in_flight=in_flight,
     )
+
+
+def sample_stages(
+    decode: Any,
+    to_tuple: str | tuple[str, ...] | None,
+    map: Callable[[Any], Any] | None,
+    raw_map: Callable[[Any], Any] | None,
+    handler: Handler,
+) -> list[Callable[[Any], Any]]:
+    """``make_loader``'s per-sample stages (raw_map, decode, to_tuple, map, in that order) as
+    curried stages, for a :class:`BatchReader`."""
+    from wds_cloud.core import stages
+    from wds_cloud.core.decode import decode as decode_stage
+
+    chain: list[Callable[[Any], Any]] = []
+    if raw_map is not None:
+        chain.append(stages.map(raw_map, handler=handler))
+    if decode is not None:
+        specs = tuple(decode) if isinstance(decode, tuple | list) else (decode,)
+        chain.append(decode_stage(*specs, handler=handler))
+    if to_tuple is not None:
+        fields = tuple(to_tuple) if isinstance(to_tuple, tuple | list) else (to_tuple,)
+        chain.append(stages.to_tuple(*fields, handler=handler))
+    if map is not None:
+        chain.append(stages.map(map, handler=handler))
+    return chain
