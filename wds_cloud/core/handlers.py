@@ -53,6 +53,11 @@ class _CountingHandler:
         _CountingHandler.__init__(self, warn=bool(state["warn"]))
         self.name = str(state["name"])
 
+    def __deepcopy__(self, memo: dict[int, object]) -> _CountingHandler:
+        """The handler itself: a deep copy of a pipeline (the thread executor's readers, one
+        copy each) counts into the same handler, which is thread-safe."""
+        return self
+
 
 class ContinueHandler(_CountingHandler):
     """Skip the failing item and continue; ``count`` is the number skipped."""

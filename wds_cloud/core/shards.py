@@ -27,6 +27,7 @@ from typing import Any
 
 from wds_cloud.core.curry import pipelinefilter
 from wds_cloud.core.shuffle import buffer_shuffle, stable_seed
+from wds_cloud.core.threadworkers import thread_worker_info
 from wds_cloud.errors import ConfigError
 from wds_cloud.listing import resolve_shards
 from wds_cloud.redact import redact_url
@@ -58,7 +59,11 @@ def node_info(group: Any = None) -> tuple[int, int]:
 
 
 def dataloader_worker_info() -> tuple[int, int]:
-    """Return ``(worker, num_workers)`` of this DataLoader worker (``(0, 1)`` outside one)."""
+    """Return ``(worker, num_workers)`` of this DataLoader worker, or of this reader thread of
+    the thread executor (:mod:`wds_cloud.core.threadworkers`); ``(0, 1)`` outside one."""
+    scope = thread_worker_info()
+    if scope is not None:
+        return scope
     pair = _env_pair("WORKER", "NUM_WORKERS")
     if pair is not None:
         return pair

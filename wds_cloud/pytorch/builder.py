@@ -288,6 +288,7 @@ def make_loader(
     raw_map: Callable[[Any], Any] | None = None,
     order: str = "stream",
     profile: bool | None = None,
+    executor: str = "processes",
     **webdataset_kw: Any,
 ) -> Any:
     """Build a training loader over WebDataset shards (any backend).
@@ -333,6 +334,11 @@ def make_loader(
             (``docs/observability.md``). None: ``WDS_CLOUD_PROFILE`` (default off). Streaming
             only: ``order="global"`` refuses ``profile=True`` (and ignores the variable, with a
             warning).
+        executor: ``"processes"`` (default): ``num_workers`` DataLoader worker processes;
+            ``"threads"``: ``num_workers`` reader threads in this process
+            (:class:`~wds_cloud.pytorch.threadloader.ThreadLoader`), the same samples in the
+            same order, no pickling or inter-process copies; ``map``/``raw_map`` holding the
+            GIL are reported (docs/pytorch.md, "Threads vs processes"). Streaming only.
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -356,6 +362,17 @@ def make_loader(
         raise ConfigError(f"make_loader: num_workers must be >= 0, got {num_workers}")
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
+    if executor not in ("processes", "threads"):
+        raise ConfigError(
+            f"make_loader: executor must be 'processes' or 'threads', got {executor!r}"
+        )
+    threads = executor == "threads"
+    if threads:
+        from wds_cloud.pytorch.threadloader import GilWatch, ThreadLoader, check_threads
+
+        check_threads(num_workers, order)
+        map = GilWatch(map, num_workers) if map is not None else None
+        raw_map = GilWatch(raw_map, num_workers) if raw_map is not None else None
     if order == "global":
         if profile:
             raise ConfigError("make_loader(order='global'): profile=True is for streaming only")
@@ -418,7 +435,13 @@ def make_loader(
     if num_workers > 0:
         loader_kw["persistent_workers"] = persistent_workers
         loader_kw["prefetch_factor"] = prefetch_factor
-    samples: Any = WebLoader(dataset, **loader_kw).unbatched()
+    if threads:
+        reader: Any = ThreadLoader(
+            dataset, num_workers=num_workers, prefetch_factor=prefetch_factor
+        )
+    else:
+        reader = WebLoader(dataset, **loader_kw)
+    samples: Any = reader.unbatched()
     if shuffle_buffer > 0:
         samples = samples.shuffle(shuffle_buffer)
     if epoch_size is not None:

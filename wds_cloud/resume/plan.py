@@ -121,8 +121,10 @@ def is_windowed(p: PipelineBase) -> bool:
 
 
 def loader_dataset(stage: Any) -> Any:
-    """The dataset of a torch DataLoader stage, or None."""
-    if type(stage).__name__ in ("DataLoader", "StatefulDataLoader") and hasattr(stage, "dataset"):
+    """The dataset of a torch DataLoader stage (or of the thread executor's
+    ``ThreadDataLoader``, which reads it the same way on threads), or None."""
+    names = ("DataLoader", "StatefulDataLoader", "ThreadDataLoader")
+    if type(stage).__name__ in names and hasattr(stage, "dataset"):
         return stage.dataset
     return None
 

@@ -40,7 +40,9 @@ def pairs(level: Level, ctx: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     else:
         assert level.source is not None
         src = level.source.pairs(ctx)
-    sub = dict(ctx, place=f"{ctx.get('place', '')}/{level.name}")
+    # the place seeds unseeded shuffles: a ThreadLoader's pipeline draws as a WebLoader's
+    name = "WebLoader" if level.name == "ThreadLoader" else level.name
+    sub = dict(ctx, place=f"{ctx.get('place', '')}/{name}")
     return run_stages(level.steps, src, sub)
 
 
