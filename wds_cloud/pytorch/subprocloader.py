@@ -36,7 +36,7 @@ from typing import Any
 from wds_cloud.errors import ConfigError, WdsCloudError
 from wds_cloud.pytorch.shm import ShmCollate, view_batch
 
-__all__ = ["SubprocessLoader"]
+__all__ = ["SubprocessLoader", "subprocess_threads"]
 
 _STOP_WAIT = 10.0  # seconds a child gets to leave after "stop" before it is killed
 
@@ -261,6 +261,7 @@ class SubprocessLoader:
             ``"forkserver"``; None: multiprocessing's default, as ``DataLoader``).
         length: what ``len()`` returns (None: ``len()`` raises ``TypeError``).
         profiling: whether the child's loader profiles (:meth:`profile_report`).
+        pin: applied to each batch in the parent as it arrives (``pin_batch``).
     """
 
     def __init__(
@@ -272,6 +273,7 @@ class SubprocessLoader:
         multiprocessing_context: str | None = None,
         length: int | None = None,
         profiling: bool = False,
+        pin: Callable[[Any], Any] | None = None,
     ) -> None:
         if prefetch < 1:
             raise ConfigError(f"SubprocessLoader: prefetch must be >= 1, got {prefetch}")
@@ -281,6 +283,7 @@ class SubprocessLoader:
         self.context = multiprocessing_context
         self.length = length
         self.profiling = profiling
+        self.pin = pin
         self.resumable = True
         self._child: _Child | None = None
         self._stopper: weakref.finalize[Any, Any] | None = None
@@ -397,6 +400,8 @@ class SubprocessLoader:
                 msg = child.recv()
                 if msg[0] == "batch":
                     batch = child.unpack(msg[1])
+                    if self.pin is not None:
+                        batch = self.pin(batch)
                     self._taken = msg[2]
                     child.conn.send(("ack",))
                     yield batch
@@ -410,3 +415,49 @@ class SubprocessLoader:
         finally:
             if self._owner is token and self._child is child:
                 child.abort()
+
+
+def subprocess_threads(
+    make_loader: Callable[..., Any], args: dict[str, Any], pin_batch: Callable[[Any], Any]
+) -> SubprocessLoader:
+    """``make_loader(**args, executor="subprocess-threads")``: ``make_loader(...,
+    executor="threads")`` built and run in one child, as a :class:`SubprocessLoader`.
+
+    ``args`` are ``make_loader``'s arguments by name (``webdataset_kw`` among them). The
+    device side stays in the parent: ``make_loader`` wraps the result in a ``DevicePrefetcher``
+    for ``device=``; without a device, ``pin_memory=`` pins each batch (``pin_batch``) as it
+    arrives (CUDA only).
+
+    Raises:
+        ConfigError: what ``executor="threads"`` refuses (``num_workers < 1``,
+            ``order="global"``).
+    """
+    import functools
+    import logging
+    import math
+
+    import torch
+
+    from wds_cloud.observe.profile import profile_enabled
+    from wds_cloud.pytorch.threadloader import check_threads
+
+    kw = dict(args)
+    check_threads(kw["num_workers"], kw["order"])
+    urls = kw.pop("urls")
+    for name in ("device", "prefetch_to_device", "pin_memory"):  # the parent's side
+        kw.pop(name)
+    kw.update(kw.pop("webdataset_kw"), executor="threads")
+    epoch_size = kw["epoch_size"]
+    pin = args["pin_memory"] and args["device"] is None
+    if pin and not torch.cuda.is_available():
+        logging.getLogger(__name__).warning(
+            "make_loader(pin_memory=True): CUDA is not available; batches are not pinned"
+        )
+        pin = False
+    return SubprocessLoader(
+        functools.partial(make_loader, urls, **kw),
+        prefetch=kw["prefetch_factor"],
+        length=None if epoch_size is None else math.ceil(epoch_size / kw["batch_size"]),
+        profiling=profile_enabled(kw["profile"]),
+        pin=pin_batch if pin else None,
+    )
