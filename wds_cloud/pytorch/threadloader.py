@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -76,17 +77,21 @@ class ThreadDataLoader:
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
         self.collate_fn: Callable[[Any], Any] = collate_fn or fast_convert
-        self._running: ThreadWorkers | None = None
+        # the iteration in progress, weakly: dropping the iterator (a pipeline closed or
+        # collected mid-epoch) stops its threads
+        self._running: weakref.ref[ThreadWorkers] | None = None
 
     def __iter__(self) -> Iterator[Any]:
         self.close()  # a new iter() ends the previous one, as a DataLoader's does
         readers = [copy.deepcopy(self.dataset) for _ in range(self.num_workers)]
-        self._running = ThreadWorkers(readers, depth=self.prefetch_factor, out=self.collate_fn)
-        return self._running
+        running = ThreadWorkers(readers, depth=self.prefetch_factor, out=self.collate_fn)
+        self._running = weakref.ref(running)
+        return running
 
     def close(self) -> None:
         """Stop the reader threads of the iteration in progress and wait for them."""
-        running, self._running = self._running, None
+        ref, self._running = self._running, None
+        running = ref() if ref is not None else None
         if running is not None:
             running.close()
 
@@ -151,20 +156,30 @@ class ThreadLoader(WebLoader):
 
 class GilWatch:
     """Wrap a per-sample function run on the reader threads and warn once when it holds the
-    GIL (pure Python): over its first calls (at least ``calls`` and ``seconds`` of summed
-    wall time), the threads inside it got less than ``ratio`` of their wall time on a CPU
-    while together they used at most about one core's worth of it, on a machine with more
-    than one core. Functions waiting on I/O use little CPU and are not flagged; functions in
-    C that release the GIL run on several cores at once and are not flagged either.
+    GIL (pure Python).
+
+    Over its first calls (at least ``calls`` calls and ``seconds`` of summed wall time) it
+    sums the calls' wall time and the calling threads' CPU time in them, and the CPU time of
+    all calls over the span from the first call to the last (the cores they used together).
+    Flagged: the threads were on a CPU less than ``ratio`` of the time they spent in the
+    function, and together they used between ``min_cores`` and ``max_cores`` cores, that is
+    about one core's worth of CPU shared by several threads: what the GIL allows a
+    pure-Python function. A function that waits on I/O uses little CPU; one in C that
+    releases the GIL uses several cores at once: neither is flagged. On a machine whose
+    cores are busy with other work, the threads get less CPU than they ask for and the
+    measurement cannot tell the GIL from the load: it is meant for an otherwise quiet
+    machine (the warning says what it measured).
 
     Args:
-        f: the function (its name is in the warning).
-        readers: reader threads that call it (no check with fewer than 2).
+        f: the function (its name is in the warning and in notes added to its errors).
+        readers: reader threads that call it (no check with fewer than 2, or on one core).
     """
 
     calls = 32
     seconds = 0.05
     ratio = 0.65
+    min_cores = 0.5
+    max_cores = 1.3
 
     def __init__(self, f: Callable[[Any], Any], readers: int) -> None:
         self.f = f
@@ -172,6 +187,7 @@ class GilWatch:
         self.on = readers >= 2 and (os.cpu_count() or 1) >= 2
         self.readers = readers
         self.warned = False
+        self.measured: tuple[float, float] | None = None  # (CPU share, cores), once measured
         self._lock = threading.Lock()
         self._n = 0
         self._wall = 0.0
@@ -192,8 +208,7 @@ class GilWatch:
         except Exception as exc:
             if isinstance(sample, dict):
                 key, url = sample.get("__key__"), sample.get("__url__")
-                name = getattr(self.f, "__qualname__", repr(self.f))
-                exc.add_note(f"in {name}() of sample {key!r} of {redact_url(str(url))}")
+                exc.add_note(f"in {_name(self.f)}() of sample {key!r} of {redact_url(str(url))}")
             raise
 
     def _record(self, t0: float, t1: float, cpu: float) -> None:
@@ -209,17 +224,17 @@ class GilWatch:
             if self._n < self.calls or self._wall < self.seconds:
                 return
             self.on = False  # measured once
-            span = max(self._last - self._first, 1e-9)
             share = self._cpu / max(self._wall, 1e-9)
-            cores = self._cpu / span
-        if share < self.ratio and 0.5 <= cores <= 1.3:
+            cores = self._cpu / max(self._last - self._first, 1e-9)
+            self.measured = (share, cores)
+        if share < self.ratio and self.min_cores <= cores <= self.max_cores:
             self.warned = True
             log.warning(
-                "executor='threads': %s holds the GIL: its %d reader threads got %.0f%% of "
-                "their time in it on a CPU and %.1f core(s) together; pure-Python maps do not "
-                "run in parallel on threads: use executor='processes' for this pipeline "
-                "(docs/pytorch.md, 'Threads vs processes')",
-                getattr(self.f, "__qualname__", repr(self.f)),
+                "executor='threads': %s holds the GIL: its %d reader threads were on a CPU "
+                "%.0f%% of the time they spent in it, %.1f core(s) together; a pure-Python "
+                "map does not run in parallel on threads: use executor='processes' for this "
+                "pipeline (docs/pytorch.md, 'Threads vs processes')",
+                _name(self.f),
                 self.readers,
                 100 * share,
                 cores,
@@ -234,6 +249,10 @@ class GilWatch:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def _name(f: Any) -> str:
+    return str(getattr(f, "__qualname__", None) or repr(f))
 
 
 def check_threads(num_workers: int, order: str) -> None:
