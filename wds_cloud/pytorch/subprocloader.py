@@ -140,9 +140,15 @@ class _Serve:
 
 
 def _child_main(
-    conn: Connection, factory: Callable[[], Any], slots: int, prefetch: int, env: dict[str, str]
+    conn: Connection,
+    parent_end: Connection,
+    factory: Callable[[], Any],
+    slots: int,
+    prefetch: int,
+    env: dict[str, str],
 ) -> None:
     """Entry point of the child process."""
+    parent_end.close()  # forked with it: kept open, the parent's death would go unnoticed
     os.environ.update(env)
     try:
         serve = _Serve(conn, factory(), slots, prefetch)
@@ -314,7 +320,7 @@ class SubprocessLoader:
         mine, theirs = ctx.Pipe(duplex=True)
         proc = ctx.Process(
             target=_child_main,
-            args=(theirs, self.factory, self.slots, self.prefetch, env),
+            args=(theirs, mine, self.factory, self.slots, self.prefetch, env),
             name="wds_cloud-subprocess-threads",
             daemon=True,
         )
