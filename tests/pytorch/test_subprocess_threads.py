@@ -29,9 +29,9 @@ from tests.pytorch.test_threads import (  # noqa: F401  (image_shards: a fixture
     PER_SHARD,
     _bad_map,
     _batches,
-    _jpeg,
     _pipeline,
     image_shards,
+    write_image_shard,
 )
 from tests.pytorch.test_threads_backends import Stored, stored  # noqa: F401  (a fixture)
 from tests.resume.helpers import assert_exactly_once, write_shards
@@ -129,15 +129,15 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_resume_after_sigkill_of_the_parent(tmp_path: Path) -> None:
-    urls, keys = write_shards(tmp_path, 6, 20)  # 120 samples, 24 steps of 5
+    urls, keys = write_shards(tmp_path, 6, 20)  # 120 samples, 20 steps of 6
     ckpt, log = tmp_path / "ckpt.json", tmp_path / "delivered.log"
-    script = Path(__file__).with_name("subproc_train_loop.py")
+    script = ROOT / "tests" / "resume" / "train_loop.py"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for kill in (5, 11, None):
         errors = tmp_path / "stderr.txt"
         with errors.open("w") as stderr:
             proc = subprocess.Popen(
-                [sys.executable, str(script), json.dumps(urls), str(ckpt), str(log)],
+                [sys.executable, str(script), json.dumps(urls), str(ckpt), str(log), SUB],
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,
@@ -243,13 +243,9 @@ def test_map_error_keeps_type_key_and_url(image_shards: list[str]) -> None:  # n
 
 def test_decode_error_keeps_key_and_url(image_shards: list[str], tmp_path: Path) -> None:  # noqa: F811
     bad = tmp_path / "bad.tar"
-    with tarfile.open(bad, "w", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in (
-            ("k9000.jpg", _jpeg(1)),
-            ("k9000.cls", b"1"),
-            ("k9001.jpg", b"not a jpeg at all"),
-            ("k9001.cls", b"2"),
-        ):
+    write_image_shard(bad, 9000, 1)
+    with tarfile.open(bad, "a", format=tarfile.USTAR_FORMAT) as tf:  # then a broken JPEG
+        for name, data in (("k9001.jpg", b"not a jpeg at all"), ("k9001.cls", b"2")):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
