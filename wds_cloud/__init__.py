@@ -248,6 +248,7 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         DevicePrefetcher as DevicePrefetcher,
         make_loader as make_loader,
     )
+    from wds_cloud.pytorch.threadloader import ThreadLoader as ThreadLoader
     from wds_cloud.sagemaker import (
         SageMakerEnv as SageMakerEnv,
         channel_shards as channel_shards,
@@ -426,6 +427,7 @@ _EXPORTS: dict[str, str] = {
     "load_dataset_json": "wds_cloud.index.datasetjson",
     # torch
     "DevicePrefetcher": "wds_cloud.pytorch.builder",
+    "ThreadLoader": "wds_cloud.pytorch.threadloader",
     "WebLoader": "wds_cloud.pytorch",
     "make_loader": "wds_cloud.pytorch.builder",
     # webdataset's helpers and stages (webdataset.utils, webdataset.filters)

@@ -22,6 +22,7 @@ import pytest
 import torch
 from PIL import Image
 
+import wds_cloud as wds
 from wds_cloud.core.decodehandlers import DecodingError
 from wds_cloud.core.handlers import ContinueHandler
 from wds_cloud.core.threadworkers import THREAD_PREFIX, ThreadWorkers
@@ -133,7 +134,7 @@ def test_threads_equal_processes_unbatched_pipeline(image_shards: list[str]) -> 
     ds = WebDataset(image_shards, seed=4).shuffle(6).decode("rgb8").to_tuple("jpg", "cls")
     ds = ds.select(_odd_cls).batched(4)
     want = _batches(build(WebLoader(ds, batch_size=None, num_workers=2)))
-    got = _batches(build(ThreadLoader(ds, num_workers=2)))
+    got = _batches(build(wds.ThreadLoader(ds, num_workers=2)))  # the public name
     assert got == want and want
 
 
@@ -329,3 +330,76 @@ def test_profile_reports_thread_stages(image_shards: list[str]) -> None:
     main = [p for p in report.processes if p.role == "main"]
     assert main and main[0].pid == os.getpid()
     assert main[0].timers["open"].count == NSHARDS  # the readers record in this process
+
+
+def test_device_prefetcher_and_state_dict(image_shards: list[str]) -> None:
+    """device= and prefetch_to_device= wrap the thread loader as they wrap the process one;
+    its state_dict() mid-epoch resumes the rest exactly (in process, here)."""
+    kw: dict[str, Any] = {
+        "batch_size": 4,
+        "num_workers": 2,
+        "seed": 5,
+        "decode": "torchrgb8",
+        "to_tuple": "jpg cls",
+        "shuffle_buffer": 6,
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "prefetch_to_device": True,
+    }
+    want = _batches(make_loader(image_shards, executor="processes", **kw))
+    loader = make_loader(image_shards, executor="threads", **kw)
+    assert _batches(loader) == want
+    it = iter(loader)
+    head = _batches(it, 3)
+    state = loader.state_dict()
+    del it
+    resumed = make_loader(image_shards, executor="threads", **kw)
+    resumed.load_state_dict(state)
+    rest = _batches(resumed)
+    delivered = [c for b in head + rest for c in b[1]]
+    assert sorted(delivered) == list(range(NSHARDS * PER_SHARD))
+
+
+class _Locked:
+    """A map holding a lock: not copyable, as a reader's copy of the dataset needs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __call__(self, sample: Any) -> Any:
+        return sample
+
+
+def test_uncopyable_dataset_is_a_config_error(image_shards: list[str]) -> None:
+    ds = WebDataset(image_shards).map(_Locked())
+    with pytest.raises(ConfigError, match=r"copying WebDataset failed.*lock"):
+        list(ThreadLoader(ds, num_workers=2))
+
+
+def test_ranks_resampled_and_dataset_windows(
+    image_shards: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Node splitting (RANK/WORLD_SIZE), resampled shards, a per-reader with_epoch window."""
+    from wds_cloud.core.shards import split_by_node
+    from wds_cloud.pytorch import WebLoader
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    kw: dict[str, Any] = {
+        "batch_size": 3,
+        "num_workers": 2,
+        "seed": 8,
+        "to_tuple": "cls",
+        "nodesplitter": split_by_node,
+    }
+    want = _batches(make_loader(image_shards[:4], executor="processes", **kw))
+    assert _batches(make_loader(image_shards[:4], executor="threads", **kw)) == want
+    kw.update(resampled=True, epoch_size=25)
+    want = _batches(make_loader(image_shards, executor="processes", **kw))
+    assert _batches(make_loader(image_shards, executor="threads", **kw)) == want
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    ds = WebDataset(image_shards, seed=2).shuffle(4).to_tuple("cls").with_epoch(7).batched(2)
+    want = _batches(WebLoader(ds, batch_size=None, num_workers=2).unbatched().batched(4))
+    got = _batches(ThreadLoader(ds, num_workers=2).unbatched().batched(4))
+    assert got == want
+    assert sum(len(b[0]) for b in got) == 2 * 7 * 2  # 7 batches of 2 per reader

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.pytorch.test_threads import _batches, _pipeline, write_image_shard
+from tests.support.faulty_proxy import faulty_proxy  # noqa: F401 - fixture
 from wds_cloud.openers.registry import OpenerRegistry
 from wds_cloud.pytorch.builder import make_loader
 
@@ -121,3 +123,41 @@ def test_threads_equal_processes_on_backend(stored: tuple[Stored, Stored], case:
     assert got == want, kw
     # and the same as the same shards on local disk
     assert got == _batches(make_loader(local.urls, executor="threads", **kw)), kw
+
+
+def test_stalled_source_hits_the_stall_bound(
+    tmp_path: Path,
+    faulty_proxy: Callable[..., Any],  # noqa: F811 - the fixture imported above
+) -> None:
+    """A shard whose server never answers fails the loader within the opener's stall bound,
+    naming the shard, and leaves no reader thread behind."""
+    from tests.pytorch.test_threads import _reader_threads
+    from tests.support.http_server import HttpFileServer
+    from wds_cloud.errors import ShardError
+    from wds_cloud.openers.http.opener import HttpOpener
+
+    root = tmp_path / "www"
+    root.mkdir()
+    for name, data in _shards(tmp_path):
+        (root / name).write_bytes(data)
+    with HttpFileServer(root) as server:
+        proxy = faulty_proxy(server.port, stall_after=0, match=b"img-002.tar")
+        urls = [f"{proxy.url}/img-{s:03d}.tar" for s in range(NSHARDS)]
+        registry = _registry("http", HttpOpener(backoff=0.0, stall_timeout=1))
+        loader = make_loader(
+            urls,
+            batch_size=4,
+            num_workers=2,
+            shardshuffle=False,
+            to_tuple="cls",
+            registry=registry,
+            executor="threads",
+        )
+        began = time.monotonic()
+        with pytest.raises(ShardError) as info:
+            list(loader)
+        assert time.monotonic() - began < 30  # a hang guard, not a timing check
+        assert "stalled" in str(info.value)
+        assert info.value.url is not None and info.value.url.endswith("img-002.tar")
+        assert proxy.stalls >= 1
+        assert not _reader_threads()

@@ -83,7 +83,7 @@ class ThreadDataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         self.close()  # a new iter() ends the previous one, as a DataLoader's does
-        readers = [copy.deepcopy(self.dataset) for _ in range(self.num_workers)]
+        readers = [_reader_copy(self.dataset) for _ in range(self.num_workers)]
         running = ThreadWorkers(readers, depth=self.prefetch_factor, out=self.collate_fn)
         self._running = weakref.ref(running)
         return running
@@ -249,6 +249,24 @@ class GilWatch:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def _reader_copy(dataset: Any) -> Any:
+    """A reader's own copy of ``dataset`` (what a forked DataLoader worker gets).
+
+    Raises:
+        ConfigError: something in the dataset cannot be copied; names it.
+    """
+    try:
+        return copy.deepcopy(dataset)
+    except Exception as exc:
+        raise ConfigError(
+            f"executor='threads': each reader thread iterates its own copy of the dataset "
+            f"(as each worker process does), and copying {type(dataset).__name__} failed: "
+            f"{type(exc).__name__}: {exc}; make the object that holds it copyable "
+            "(copy.deepcopy: a __deepcopy__ or __getstate__ that leaves it out) or use "
+            "executor='processes'"
+        ) from exc
 
 
 def _name(f: Any) -> str:
