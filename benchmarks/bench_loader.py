@@ -362,20 +362,21 @@ def measure(
     runs: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     limits: dict[str, list[float]] = {}
     for rnd in range(conf["rounds"]):
+        for regime in {r: None for _, r in staged if DECODE[r]}:
+            urls = list(data[regime].paths)
+            got = run("decode-limit", regime, urls, conf, {})
+            limits.setdefault(regime, []).append(got["decode_s"])
+            print(
+                f"round {rnd} {regime}: decode {got['decode_s'] * 1e6:.0f} us/image "
+                f"({got['decoder']})",
+                file=sys.stderr,
+            )
         for (backend, regime), where in staged.items():
             variants = local_variants if backend == "local" else remote_variants
             k = rnd % len(variants)
             order = variants[k:] + variants[:k]
             urls = list(data[regime].paths)
             _data.warm(urls)
-            if backend == "local" and DECODE[regime]:
-                got = run("decode-limit", regime, urls, conf, {})
-                limits.setdefault(regime, []).append(got["decode_s"])
-                print(
-                    f"round {rnd} {regime}: decode {got['decode_s'] * 1e6:.0f} us/image "
-                    f"({got['decoder']})",
-                    file=sys.stderr,
-                )
             expected = len(urls) * data[regime].spec.per_shard
             cell = runs.setdefault((backend, regime), {v: [] for v in variants})
             for v in order:
