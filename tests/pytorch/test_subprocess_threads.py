@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -185,7 +186,7 @@ def test_nothing_left_after_close_or_gc(image_shards: list[str]) -> None:  # noq
     list(warm)  # imports, and the multiprocessing machinery's own descriptors
     warm.close()
     gc.collect()
-    before, maps = set(_fds()), _arena_maps()
+    before, maps, threads = set(_fds()), _arena_maps(), set(threading.enumerate())
     # closed mid-epoch, a batch still held
     loader = make_loader(image_shards, executor=SUB, **kw)
     it = iter(loader)
@@ -198,6 +199,7 @@ def test_nothing_left_after_close_or_gc(image_shards: list[str]) -> None:  # noq
     del it, held
     gc.collect()
     assert set(_fds()) <= before and _arena_maps() <= maps
+    assert set(threading.enumerate()) <= threads
     # dropped mid-epoch, never closed
     loader = make_loader(image_shards, executor=SUB, **kw)
     it = iter(loader)
@@ -208,6 +210,7 @@ def test_nothing_left_after_close_or_gc(image_shards: list[str]) -> None:  # noq
     gc.collect()
     assert not _alive(pid)
     assert set(_fds()) <= before and _arena_maps() <= maps
+    assert set(threading.enumerate()) <= threads
 
 
 def test_leaving_a_pass_early_stops_it_not_the_child(image_shards: list[str]) -> None:  # noqa: F811
