@@ -1,6 +1,6 @@
-"""Smoke tests for ``benchmarks/bench_loader.py``: one tiny round of every variant, executor
-and data set locally; the executors from S3 (SeaweedFS) and GCS (fake-gcs-server); the
-profile of one cell."""
+"""Smoke tests for ``benchmarks/bench_loader.py``: one tiny round of every variant and executor
+locally (a decoded and an undecoded data set); the executors from S3 (SeaweedFS) and GCS
+(fake-gcs-server); the profile of one cell."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# a fresh interpreter per cell (torch imported in each): minutes on a busy two-core machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_loader.py"
@@ -38,7 +41,6 @@ def _check_cell(cell: dict[str, Any], variants: set[str], decodes: bool) -> None
     assert (cell["decode_limit"] or 0) > 0 if decodes else cell["decode_limit"] is None
 
 
-@pytest.mark.slow
 def test_tiny_local_run_reports_every_variant_executor_and_the_decode_limit(
     tmp_path: Path,
 ) -> None:
@@ -59,7 +61,6 @@ def test_tiny_local_run_reports_every_variant_executor_and_the_decode_limit(
     assert "| local/photo256 | decode limit (" in result["table_markdown"]
 
 
-@pytest.mark.slow
 @pytest.mark.s3
 @pytest.mark.gcs
 def test_tiny_remote_run_reads_s3_and_gcs(tmp_path: Path) -> None:
@@ -71,7 +72,6 @@ def test_tiny_remote_run_reads_s3_and_gcs(tmp_path: Path) -> None:
         _check_cell(cell, {"webdataset", "hand", "hand-0w"} | EXECUTORS, decodes=True)
 
 
-@pytest.mark.slow
 def test_profile_prints_the_stage_table(tmp_path: Path) -> None:
     done = _run(tmp_path, "--profile", "make_loader:subprocess-threads:small")
     assert "make_loader:subprocess-threads small: 140 samples" in done.stdout
