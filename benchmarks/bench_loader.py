@@ -33,7 +33,11 @@ delivers batches of 64 ``(jpg, cls)`` columns with 2 DataLoader workers and shuf
 The **decode limit** of each JPEG data set is measured in the same run, in a fresh
 interpreter: the time to decode one of its images to uint8 RGB with the loaders' decoder
 (``wds.imagehandler("rgb8")``: simplejpeg when installed), in a tight single-thread loop over
-the first shard's images; the limit is ``cores / that time`` samples/s.
+the first shard's images; the limit is ``cores / that time`` samples/s. On a machine shared
+with other work that wall time (and so the limit) moves with the neighbours' load, so the
+decode's thread CPU time is measured too, and each loader's ``decode share of CPU`` is that
+CPU time over the loader's CPU per sample (whole tree): the fraction of the decode limit the
+loader reaches when it has every core to itself and keeps them busy.
 
 ``--backends`` adds S3 and GCS: the shards are uploaded to a SeaweedFS and a fake-gcs-server
 started on 127.0.0.1 (``benchmarks/_stores.py``); wds_cloud reads ``s3://``/``gs://``,
@@ -141,7 +145,7 @@ def decode_seconds(urls: list[str], min_seconds: float) -> dict[str, Any]:
     handler = wds.imagehandler("rgb8")
     images = [s["jpg"] for s in wds.WebDataset(urls[:1], shardshuffle=False)][:256]
     n = 0
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     while True:
         for data in images:
             handler("jpg", data)
@@ -149,7 +153,8 @@ def decode_seconds(urls: list[str], min_seconds: float) -> dict[str, Any]:
         elapsed = time.perf_counter() - t0
         if elapsed >= max(min_seconds, 0.2):
             break
-    return {"decode_s": elapsed / n, "decoder": handler.jpeg_decoder, "images": n}
+    cpu = time.thread_time() - cpu0
+    return {"decode_s": elapsed / n, "decode_cpu_s": cpu / n, "decoder": handler.jpeg_decoder}
 
 
 def worker(variant: str, regime: str, urls: list[str], min_seconds: float) -> dict[str, Any]:
@@ -209,7 +214,11 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 
 
 def summarise(
-    cell: str, runs: dict[str, list[dict[str, Any]]], variants: tuple[str, ...], limit: float | None
+    cell: str,
+    runs: dict[str, list[dict[str, Any]]],
+    variants: tuple[str, ...],
+    limit: float | None,
+    decode_cpu_us: float | None = None,
 ) -> tuple[dict[str, Any], str]:
     """One table row per variant for ``cell`` (``backend/regime``), the IPC cost line and the
     executor comparison."""
@@ -217,6 +226,7 @@ def summarise(
     base = runs.get("make_loader")
     rows = []
     out: dict[str, Any] = {"cell": cell, "variants": {}, "decode_limit": limit}
+    out["decode_cpu_us"] = decode_cpu_us
     for v in variants:
         rate = _median(runs[v], "samples_per_s")
         cpu = _median(runs[v], "cpu_us_per_sample")
@@ -236,6 +246,11 @@ def summarise(
         if limit:
             got["of_decode_limit"] = rate / limit
             extra += f" {rate / limit:.0%} of limit;"
+        if decode_cpu_us:
+            # the share of the tree's CPU that is decoding: the fraction of the decode limit
+            # reached with every core busy on this loader (robust to other load)
+            got["decode_share_of_cpu"] = decode_cpu_us / cpu
+            extra += f" decode {decode_cpu_us / cpu:.0%} of CPU;"
         if base is not None and v.startswith("make_loader:"):
             got["cpu_eff_vs_processes"] = _median(base, "cpu_us_per_sample") / cpu
             got["rss_vs_processes"] = rss / _median(base, "peak_rss_mib")
@@ -269,7 +284,10 @@ def summarise(
                 "(hand-noshm - hand-0w) | | | | |"
             )
     if limit:
-        rows.append(f"| {cell} | decode limit ({CORES} cores) | {limit:,.0f} | | | | | |")
+        rows.append(
+            f"| {cell} | decode limit ({CORES} cores) | {limit:,.0f} | {decode_cpu_us or 0:,.1f} "
+            "(one decode) | | | | |"
+        )
     return out, "\n".join(rows)
 
 
@@ -336,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = []
     for (backend, regime), runs in results["runs"].items():
         cell = f"{backend}/{regime}"
-        s, rows = summarise(cell, runs, tuple(runs), results["limits"].get(regime))
+        limit, decode_cpu_us = results["limits"].get(regime), results["decode_cpu_us"].get(regime)
+        s, rows = summarise(cell, runs, tuple(runs), limit, decode_cpu_us)
         summary.append(s)
         lines.append(rows)
     md = "\n".join(lines)
@@ -361,14 +380,16 @@ def measure(
     """Every round: the decode limits, then every (backend, regime, variant), interleaved."""
     runs: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     limits: dict[str, list[float]] = {}
+    decode_cpu: dict[str, list[float]] = {}
     for rnd in range(conf["rounds"]):
         for regime in {r: None for _, r in staged if DECODE[r]}:
             urls = list(data[regime].paths)
             got = run("decode-limit", regime, urls, conf, {})
             limits.setdefault(regime, []).append(got["decode_s"])
+            decode_cpu.setdefault(regime, []).append(got["decode_cpu_s"])
             print(
-                f"round {rnd} {regime}: decode {got['decode_s'] * 1e6:.0f} us/image "
-                f"({got['decoder']})",
+                f"round {rnd} {regime}: decode {got['decode_s'] * 1e6:.0f} us/image, "
+                f"{got['decode_cpu_s'] * 1e6:.0f} CPU us ({got['decoder']})",
                 file=sys.stderr,
             )
         for (backend, regime), where in staged.items():
@@ -397,6 +418,7 @@ def measure(
     return {
         "runs": runs,
         "limits": {r: CORES / statistics.median(ts) for r, ts in limits.items()},
+        "decode_cpu_us": {r: statistics.median(ts) * 1e6 for r, ts in decode_cpu.items()},
     }
 
 
