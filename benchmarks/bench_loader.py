@@ -294,6 +294,7 @@ def summarise(
 def profile_one(spec: str, data_dir: str, conf: dict[str, Any]) -> str:
     """One profiled pass of ``VARIANT:REGIME`` on local data: the per-stage table."""
     variant, _, regime = spec.rpartition(":")
+    sys.path.insert(0, ROOT)  # this checkout's wds_cloud, as the measuring subprocesses get
     data = _data.ensure(_data.DataSpec(regime, *conf["specs"][regime]), data_dir)
     loader = build(variant, regime, list(data.paths), profile=True)
     n = sum(len(batch[1]) for batch in loader)
