@@ -120,6 +120,25 @@ def test_resume_after_sigkill_of_the_child(image_shards: list[str]) -> None:  # 
     assert _keys(threads) == rest
 
 
+def test_state_dict_before_and_at_the_first_batch(image_shards: list[str]) -> None:  # noqa: F811
+    kw = {**_resume_kw(), "to_tuple": "__key__ cls"}
+    loader = make_loader(image_shards, executor=SUB, **kw)
+    fresh = loader.state_dict()  # asked of the idle child
+    assert fresh == make_loader(image_shards, executor="threads", **kw).state_dict()
+    it = iter(loader)
+    with pytest.raises(ConfigError, match="between iter\\(\\) and its first batch"):
+        loader.state_dict()
+    next(it)
+    after_one = loader.state_dict()
+    assert after_one != fresh
+    loader.load_state_dict(after_one)
+    it = iter(loader)
+    assert loader.state_dict() == after_one  # the loaded state, until a batch is handed out
+    next(it)
+    assert loader.state_dict() != after_one
+    loader.close()
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

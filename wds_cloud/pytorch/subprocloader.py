@@ -363,7 +363,10 @@ class SubprocessLoader:
         if taken is None:
             child = self._start()
             if child.busy:
-                raise ConfigError("subprocess-threads loader: no batch handed out yet")
+                raise ConfigError(
+                    "subprocess-threads loader: state_dict() between iter() and its first "
+                    "batch; take it after a batch, or before iter()"
+                )
             child.conn.send(("state",))
             msg = child.recv()
             if msg[0] == "error":
@@ -395,6 +398,8 @@ class SubprocessLoader:
         child = self._start()
         child.abort()  # an iteration left behind without being closed
         child.conn.send(("run", self._pending, self._epoch))
+        # until the first batch, the state is the one loaded (or none: state_dict() refuses)
+        self._taken = None if self._pending is None else (self._pending, False, None)
         self._pending = None
         child.busy = True
         self._owner = token = object()
