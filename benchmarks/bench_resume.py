@@ -314,8 +314,9 @@ def _empty(path: str) -> str:
 # -- peer venvs ----------------------------------------------------------------------------------
 
 
-def peer_venv(name: str, cache: Path) -> Path:
-    """The peer's venv python, creating the venv and installing the peer when missing.
+def peer_venv(name: str, cache: Path, spec: dict[str, list[str]] | None = None) -> Path:
+    """The peer's venv python, creating the venv and installing the peer when missing
+    (``spec``: its ``nodeps``/``deps`` packages, default ``PEERS[name]``).
 
     Raises:
         RuntimeError: venv creation or pip failed (the message names the step).
@@ -330,7 +331,7 @@ def peer_venv(name: str, cache: Path) -> Path:
     site = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     (venv / "lib" / version / "site-packages" / "_base.pth").write_text("\n".join(site) + "\n")
-    spec = PEERS[name]
+    spec = PEERS[name] if spec is None else spec
     for flags, packages in (["--no-deps"], spec["nodeps"]), ([], spec["deps"]):
         if not packages:
             continue

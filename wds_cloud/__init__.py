@@ -82,6 +82,11 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
         ImageHandler as ImageHandler,
         imagehandler as imagehandler,
     )
+    from wds_cloud.core.join import (
+        JoinedShards as JoinedShards,
+        join as join,
+        join_to_samples as join_to_samples,
+    )
     from wds_cloud.core.lmdbcache import (
         LMDBCached as LMDBCached,
     )
@@ -94,6 +99,12 @@ if TYPE_CHECKING:  # what type checkers see; test_typing keeps it equal to the t
     )
     from wds_cloud.core.multishard import (
         MultiShardSample as MultiShardSample,
+    )
+    from wds_cloud.core.packing import (
+        GroupBy as GroupBy,
+        Pack as Pack,
+        group_by as group_by,
+        pack as pack,
     )
     from wds_cloud.core.samples import (
         base_plus_ext as base_plus_ext,
@@ -358,6 +369,10 @@ _EXPORTS: dict[str, str] = {
     "pipelinefilter": "wds_cloud.core.curry",
     "RandomMix": "wds_cloud.core.mix",
     "RoundRobin": "wds_cloud.core.mix",
+    # joined sources (column sets read in lockstep)
+    "JoinedShards": "wds_cloud.core.join",
+    "join": "wds_cloud.core.join",
+    "join_to_samples": "wds_cloud.core.join",
     # shard lists and splitting
     "ResampledShards": "wds_cloud.core.shards",
     "SimpleShardList": "wds_cloud.core.shards",
@@ -387,6 +402,10 @@ _EXPORTS: dict[str, str] = {
     "listed": "wds_cloud.core.batching",
     "unbatched": "wds_cloud.core.batching",
     "unlisted": "wds_cloud.core.batching",
+    "GroupBy": "wds_cloud.core.packing",
+    "Pack": "wds_cloud.core.packing",
+    "group_by": "wds_cloud.core.packing",
+    "pack": "wds_cloud.core.packing",
     "detshuffle": "wds_cloud.core.shuffle",
     "shuffle": "wds_cloud.core.shuffle",
     "stage_kind": "wds_cloud.core.stagekind",

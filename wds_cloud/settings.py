@@ -244,6 +244,17 @@ def env_first(
     return None
 
 
+def default_seed(environ: Mapping[str, str] | None = None) -> int:
+    """``$WDS_SEED`` (or ``$WDS_CLOUD_SEED``), else 0: the seed of every seeded order
+    (``WebDataset``'s shard shuffle, ``make_loader``, the global shuffle) when none is given.
+
+    Raises:
+        ConfigError: a value that is not an integer.
+    """
+    found = env_first(("WDS_SEED", "WDS_CLOUD_SEED"), environ)
+    return 0 if found is None else parse_int(found[1], found[0])
+
+
 def env_str(name: str, default: D, *, environ: Mapping[str, str] | None = None) -> str | D:
     """The value of ``name`` (stripped), or ``default`` when it is unset or blank."""
     value = _raw(name, environ)

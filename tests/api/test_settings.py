@@ -390,3 +390,20 @@ def test_reject_unknown_options_message() -> None:
     with pytest.raises(ConfigError) as info:
         reject_unknown_options({"c": 1, "a": 2}, ("b", "a"), "x open()")
     assert str(info.value) == "unknown options ['c'] for x open(); allowed: ['a', 'b']"
+
+
+def test_one_default_seed_for_every_seeded_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$WDS_SEED`` (then ``$WDS_CLOUD_SEED``) is the seed of the shard shuffle and of the
+    global order alike, read by the one reader ``settings.default_seed``."""
+    from wds_cloud.core.compat import WebDataset
+    from wds_cloud.index.globalorder import GlobalBatchSampler
+    from wds_cloud.settings import default_seed
+
+    assert default_seed({}) == 0
+    assert default_seed({"WDS_CLOUD_SEED": "7"}) == 7
+    assert default_seed({"WDS_SEED": "3", "WDS_CLOUD_SEED": "7"}) == 3
+    with pytest.raises(ConfigError, match="WDS_CLOUD_SEED"):
+        default_seed({"WDS_CLOUD_SEED": "x"})
+    monkeypatch.setenv("WDS_SEED", "11")
+    assert WebDataset(["a.tar"]).seed == 11
+    assert GlobalBatchSampler(10, 2).seed == 11

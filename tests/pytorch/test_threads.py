@@ -78,10 +78,17 @@ def _plus_one(sample: Any) -> Any:
 
 
 def _batches(loader: Any, limit: int | None = None) -> list[list[Any]]:
-    """Each batch as plain lists (tensors to lists), for comparisons."""
+    """Each batch as plain lists (a tensor as its dtype, shape and values), for comparisons."""
     out = []
     for batch in itertools.islice(loader, limit):
-        out.append([x.tolist() if isinstance(x, torch.Tensor) else list(x) for x in batch])
+        out.append(
+            [
+                (str(x.dtype), tuple(x.shape), x.tolist())
+                if isinstance(x, torch.Tensor)
+                else list(x)
+                for x in batch
+            ]
+        )
     return out
 
 
@@ -252,6 +259,18 @@ def test_no_thread_or_fd_left_after_close_or_gc(image_shards: list[str]) -> None
     gc.collect()
     assert not _reader_threads()
     assert _fds() <= before
+    # the loader closed mid-epoch while its iterator is still held
+    loader = make_loader(image_shards, executor="threads", **kw)
+    it = iter(loader)
+    next(it)
+    assert _reader_threads()
+    loader.close()
+    assert not _reader_threads()
+    with pytest.raises(StopIteration):  # what the readers had queued is dropped too
+        while True:
+            next(it)
+    del it
+    assert _fds() <= before
     # dropped mid-epoch, never closed
     loader = make_loader(image_shards, executor="threads", **kw)
     it = iter(loader)
@@ -355,7 +374,7 @@ def test_device_prefetcher_and_state_dict(image_shards: list[str]) -> None:
     resumed = make_loader(image_shards, executor="threads", **kw)
     resumed.load_state_dict(state)
     rest = _batches(resumed)
-    delivered = [c for b in head + rest for c in b[1]]
+    delivered = [c for b in head + rest for c in b[1][2]]
     assert sorted(delivered) == list(range(NSHARDS * PER_SHARD))
 
 
@@ -403,3 +422,55 @@ def test_ranks_resampled_and_dataset_windows(
     got = _batches(ThreadLoader(ds, num_workers=2).unbatched().batched(4))
     assert got == want
     assert sum(len(b[0]) for b in got) == 2 * 7 * 2  # 7 batches of 2 per reader
+
+
+@pytest.mark.parametrize(("first", "then"), [("processes", "threads"), ("threads", "processes")])
+def test_state_moves_between_executors(image_shards: list[str], first: str, then: str) -> None:
+    """A state taken on one executor resumes on the other (same readers): exactly once."""
+    kw: dict[str, Any] = {"batch_size": 4, "num_workers": 2, "seed": 6, "to_tuple": "cls"}
+    kw["shuffle_buffer"] = 5
+    loader = make_loader(image_shards, executor=first, **kw)
+    it = iter(loader)
+    head = _batches(it, 4)
+    state = loader.state_dict()
+    del it
+    resumed = make_loader(image_shards, executor=then, **kw)
+    resumed.load_state_dict(state)
+    delivered = [int(c) for b in head + _batches(resumed) for c in b[0]]
+    assert sorted(delivered) == list(range(NSHARDS * PER_SHARD))
+
+
+def test_profile_names_the_hand_over_transfer() -> None:
+    """The training thread waiting for a reader's batch is charged to "transfer", as waiting
+    for a worker process is."""
+    from wds_cloud.observe.profile import _rule
+
+    assert _rule(ThreadWorkers.__next__.__code__) == "transfer"
+
+
+@pytest.mark.parametrize(
+    ("cpu_per_call", "warned"),
+    [(0.005, True), (0.0095, False), (0.0002, False)],  # GIL-bound, GIL-free C, I/O wait
+)
+def test_gil_rule_on_given_measurements(cpu_per_call: float, warned: bool) -> None:
+    """The rule on fixed measurements: 2 threads, calls of 10 ms each, back to back on both
+    threads (so the span is half the summed wall time): CPU 5 ms a call is one core shared
+    by two threads (flagged); 9.5 ms is two cores (not); 0.2 ms is waiting (not)."""
+    watch = GilWatch(_pure_python, readers=2)
+    watch.on = True  # measured here whatever this machine's cores
+    for i in range(40):
+        start = (i // 2) * 0.01  # two threads, each call 10 ms, side by side
+        watch._record(start, start + 0.01, cpu_per_call)
+    assert watch.measured is not None and not watch.on
+    assert watch.warned is warned
+
+
+def test_worker_info_in_reader_threads() -> None:
+    """Inside reader ``i``, the core's worker_info() says worker ``i`` of ``n``."""
+    from wds_cloud.core.shards import worker_info
+
+    def scope() -> Any:
+        yield worker_info()[2:]
+
+    assert sorted(ThreadWorkers([scope(), scope(), scope()])) == [(0, 3), (1, 3), (2, 3)]
+    assert worker_info()[2:] == (0, 1)  # not in a reader

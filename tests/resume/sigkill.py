@@ -15,15 +15,20 @@ SCRIPT = Path(__file__).with_name("train_loop.py")
 
 
 def run_killed(
-    urls: Sequence[str], tmp: Path, kill_at: Sequence[int], env: dict[str, str]
+    urls: Sequence[str],
+    tmp: Path,
+    kill_at: Sequence[int],
+    env: dict[str, str],
+    script: Path = SCRIPT,
 ) -> list[str]:
-    """Start the loop, SIGKILL it at each step of ``kill_at`` (counted from its restart), then
-    let the last run finish; return the keys of the log."""
+    """Start the loop (``script``, called as ``train_loop.py`` is), SIGKILL it at each step of
+    ``kill_at`` (counted from its restart), then let the last run finish; return the keys of
+    the log."""
     ckpt, log = tmp / "ckpt.json", tmp / "delivered.log"
     full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
     for kill in [*kill_at, None]:
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), json.dumps(list(urls)), str(ckpt), str(log)],
+            [sys.executable, str(script), json.dumps(list(urls)), str(ckpt), str(log)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -20,6 +20,7 @@ from typing import Any
 from wds_cloud.core.extras import ShardTally, check_empty
 from wds_cloud.core.fluid import FluidInterface
 from wds_cloud.core.handlers import reraise_exception
+from wds_cloud.core.join import JoinedShards, join_to_samples
 from wds_cloud.core.pipeline import DataPipeline
 from wds_cloud.core.shards import (
     ResampledShards,
@@ -32,16 +33,11 @@ from wds_cloud.core.shards import (
 from wds_cloud.errors import ConfigError
 from wds_cloud.listing import resolve_spec
 from wds_cloud.openers.cache.shardcache import env_cache_dir
-from wds_cloud.settings import env_first, parse_int
+from wds_cloud.settings import default_seed
 
 log = logging.getLogger(__name__)
 
 _logged_no_shuffle = False
-
-
-def _default_seed() -> int:
-    found = env_first(("WDS_SEED", "WDS_CLOUD_SEED"))
-    return 0 if found is None else parse_int(found[1], found[0])
 
 
 class WebDataset(DataPipeline, FluidInterface):
@@ -51,7 +47,9 @@ class WebDataset(DataPipeline, FluidInterface):
         urls: ``"shards-{000..099}.tar"`` (braces, ``::``), a list of URLs, a glob/prefix
             (``"s3://bucket/train/*.tar"``, ``"gs://bucket/train/"``) listed via
             ``wds_cloud.listing``, or a dataset index JSON (``"s3://b/train/index.json"``,
-            see ``docs/indexes.md``): its shards, and ``len()`` is its exact sample count.
+            see ``docs/indexes.md``): its shards, and ``len()`` is its exact sample count; or
+            ``wds.join({...}, columns=[...])``: column sets read in lockstep, merged per key
+            (``docs/mixing.md``, "Joined sources").
         handler: error policy for opening, reading and grouping.
         resampled: draw shards with replacement forever (per reader, seeded); shard shuffle and
             node/worker splitting are then not applied.
@@ -115,6 +113,14 @@ class WebDataset(DataPipeline, FluidInterface):
                 f"WebDataset({urls!r}): YAML dataset specifications are not supported; "
                 "pass shard URLs, a brace pattern, a glob, a prefix or a dataset index JSON"
             )
+        joined = urls if isinstance(urls, JoinedShards) else None  # wds.join(...): rows of shards
+        if joined is not None and (
+            resampled or mode == "resampled" or split_samples or split_by != "shard"
+        ):
+            raise ConfigError(
+                "WebDataset(wds.join(...)): resampled and split_samples do not apply to joined "
+                "sets; their rows are shuffled and split among readers as shards"
+            )
         if isinstance(urls, str):  # a list is taken as given (ResampledShards cuts an endless one)
             started = time.perf_counter()
             resolved = resolve_spec(urls, registry=registry)
@@ -129,7 +135,7 @@ class WebDataset(DataPipeline, FluidInterface):
         if cache_dir is None:  # as in webdataset, the environment can switch caching on
             cache_dir = env_cache_dir()
         self.split_samples = split_samples or split_by == "sample"
-        self.seed = _default_seed() if seed is None else int(seed)
+        self.seed = default_seed() if seed is None else int(seed)
         if resampled:
             if shardshuffle not in (None, False, 0):
                 log.warning("WebDataset(shardshuffle=...) is ignored for resampled datasets")
@@ -137,7 +143,7 @@ class WebDataset(DataPipeline, FluidInterface):
                 ResampledShards(urls, seed=self.seed, deterministic=True, registry=registry)
             )
         else:
-            self.append(SimpleShardList(urls, registry=registry))
+            self.append(joined if joined is not None else SimpleShardList(urls, registry=registry))
             if shardshuffle is None:
                 global _logged_no_shuffle
                 if not _logged_no_shuffle:
@@ -152,19 +158,34 @@ class WebDataset(DataPipeline, FluidInterface):
                     self.append(workersplitter)
         tally = ShardTally()
         self.append(tally)
-        self.append(
-            tarfile_to_samples(
-                handler=handler,
-                select_files=select_files,
-                rename_files=rename_files,
-                registry=registry,
-                cache_dir=cache_dir,
-                cache_size=cache_size,
-                local_paths=True,
-                **({"zero_copy": True} if zero_copy else {}),  # the stage's kw stay webdataset's
-                **open_options,
+        if joined is not None:
+            self.append(
+                join_to_samples(
+                    handler=handler,
+                    clash=joined.clash,
+                    window=joined.window,
+                    registry=registry,
+                    cache_dir=cache_dir,
+                    cache_size=cache_size,
+                    **open_options,
+                )
             )
-        )
+        else:
+            self.append(
+                tarfile_to_samples(
+                    handler=handler,
+                    select_files=select_files,
+                    rename_files=rename_files,
+                    registry=registry,
+                    cache_dir=cache_dir,
+                    cache_size=cache_size,
+                    local_paths=True,
+                    **(
+                        {"zero_copy": True} if zero_copy else {}
+                    ),  # the stage's kw stay webdataset's
+                    **open_options,
+                )
+            )
         if self.split_samples and not resampled:
             self.append(split_by_sample)
         if empty_check:

@@ -113,6 +113,20 @@ class FluidInterface:
         """Flatten lists of samples."""
         return self.compose(batching.unlisted())
 
+    def pack(self, capacity: int, **kw: Any) -> Self:
+        """Pack samples into groups of total ``length`` at most ``capacity`` (``length=``,
+        ``buffer=``, ``pack_fn=``, ``handler=``; see ``wds_cloud.core.packing.Pack``)."""
+        from wds_cloud.core.packing import Pack
+
+        return self.compose(Pack(capacity, **kw))
+
+    def group_by(self, key: Callable[[Any], Any], batch_size: int, **kw: Any) -> Self:
+        """Batches of samples sharing ``key(sample)`` (``buffer=``, ``collation_fn=``,
+        ``partial=``, ``handler=``; see ``wds_cloud.core.packing.GroupBy``)."""
+        from wds_cloud.core.packing import GroupBy
+
+        return self.compose(GroupBy(key, batch_size, **kw))
+
     def log_keys(self, logfile: str | None = None) -> Self:
         """Log sample keys to ``logfile``."""
         return self.compose(stages.log_keys(logfile))

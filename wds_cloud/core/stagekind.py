@@ -18,7 +18,10 @@ The kinds (:data:`KINDS`):
 - ``identity``: an output is one of the inputs, the same object, maybe later (a buffer
   shuffle);
 - ``passthrough``: the outputs are the inputs, unchanged and in order, and the stage never looks
-  at them (``check_empty``): it can run on anything, the tracked pairs included.
+  at them (``check_empty``): it can run on anything, the tracked pairs included;
+- ``regroup``: an output is made from inputs the stage held in a buffer, in any order (``pack``,
+  ``group_by``); the stage says which: it is an object with ``regroup(src)`` yielding one
+  :class:`Group` per output (:class:`Regrouping`).
 
 ``lazy=True`` adds that the stage yields what it pulled before it pulls more, so it holds
 nothing while its output is in use (a map, a selection, ``batched``: not a shuffle, not
@@ -36,12 +39,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar, get_args
 
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.errors import ConfigError
 
-Kind = Literal["stream", "batch", "unbatch", "identity", "passthrough"]
+Kind = Literal["stream", "batch", "unbatch", "identity", "passthrough", "regroup"]
 
 #: Every kind, in the order of the module docstring.
 KINDS: tuple[str, ...] = get_args(Kind)
@@ -60,12 +63,34 @@ class StageKind:
     lazy: bool = False
 
 
+class Group(NamedTuple):
+    """One output of a ``regroup`` stage and the inputs it stands for.
+
+    Inputs are named by their arrival index: the count of inputs the stage pulled from its
+    source before them in this ``regroup()`` call (the first is 0).
+    """
+
+    item: Any  # the output
+    members: list[int]  # the inputs it was made from, one per row when ``rows``
+    dropped: list[int]  # inputs consumed since the previous output without one of their own
+    rows: bool  # the output has one row per member, in order (a list or a collated batch)
+
+
+class Regrouping(Protocol):
+    """A ``regroup`` stage: ``run(src)`` yields the outputs, ``regroup(src)`` the same outputs
+    as :class:`Group` records (resume's tracker calls it)."""
+
+    def run(self, src: Any) -> Any: ...
+
+    def regroup(self, src: Any) -> Any: ...
+
+
 def stage_kind(kind: Kind, *, lazy: bool = False) -> Callable[[T], T]:
     """Declare the tracking kind of a stage: a decorator for its generator function, or for
     the class whose instances are stages.
 
     Args:
-        kind: ``stream``, ``batch``, ``unbatch``, ``identity`` or ``passthrough``.
+        kind: ``stream``, ``batch``, ``unbatch``, ``identity``, ``passthrough`` or ``regroup``.
         lazy: the stage yields what it pulled before it pulls more.
 
     Returns:
@@ -84,6 +109,11 @@ def stage_kind(kind: Kind, *, lazy: bool = False) -> Callable[[T], T]:
     declared = StageKind(kind, lazy)
 
     def declare(target: T) -> T:
+        if kind == "regroup" and not callable(getattr(target, "regroup", None)):
+            raise ConfigError(
+                f"stage_kind: a 'regroup' stage must be a class with regroup(src) yielding "
+                f"Group records; {getattr(target, '__qualname__', target)!r} has none"
+            )
         setattr(target, ATTRIBUTE, declared)
         return target
 

@@ -30,7 +30,7 @@ from typing import Any
 from wds_cloud.core.shards import node_info
 from wds_cloud.errors import ConfigError
 from wds_cloud.index.permutation import Permutation
-from wds_cloud.settings import env_first, parse_int
+from wds_cloud.settings import default_seed
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,6 @@ def fetch_batch(dataset: Any, indices: Sequence[int]) -> list[Any]:
     if get_batch is not None:
         return list(get_batch(list(indices)))
     return [dataset[i] for i in indices]
-
-
-def default_seed() -> int:
-    """``$WDS_SEED`` (or ``$WDS_CLOUD_SEED``), else 0: the seed ``make_loader`` uses too."""
-    found = env_first(("WDS_SEED", "WDS_CLOUD_SEED"))
-    return 0 if found is None else parse_int(found[1], found[0])
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,8 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
     ("wds_cloud/pytorch/shm.py", None, "transfer"),
     ("wds_cloud/pytorch/loader.py", "fast_convert", "transfer"),
     ("torch/utils/data/dataloader.py", None, "transfer"),
+    # the thread executor's hand-over: the training thread waiting for a reader's batch
+    ("wds_cloud/core/threadworkers.py", "__next__", "transfer"),
     ("wds_cloud/pytorch/builder.py", "move_to_device", "device copy"),
     ("wds_cloud/pytorch/builder.py", "pin_batch", "device copy"),
     ("wds_cloud/pytorch/builder.py", "_record_stream", "device copy"),

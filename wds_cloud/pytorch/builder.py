@@ -294,7 +294,8 @@ def make_loader(
     """Build a training loader over WebDataset shards (any backend).
 
     Args:
-        urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``).
+        urls: shard URLs, a brace pattern, a glob or a prefix (see ``WebDataset``), or
+            ``wds.join(...)`` (joined column sets, ``docs/mixing.md``).
         batch_size: samples per batch delivered to the training loop.
         num_workers: DataLoader worker processes (0: read in the main process).
         shuffle_buffer: sample shuffle buffer, used both inside each worker and across workers
@@ -380,7 +381,12 @@ def make_loader(
         )
     threads = executor == "threads"
     if threads:
-        from wds_cloud.pytorch.threadloader import GilWatch, ThreadLoader, check_threads
+        from wds_cloud.pytorch.threadloader import (
+            GilWatch,
+            ThreadLoader,
+            check_threads,
+            inner_columns,
+        )
 
         check_threads(num_workers, order)
         map = GilWatch(map, num_workers) if map is not None else None
@@ -441,7 +447,9 @@ def make_loader(
         )
     if map is not None:
         dataset = dataset.map(map)
-    dataset = dataset.batched(inner_batch or batch_size, partial=True)
+    # threads: arrays stay per sample in the readers' batches (one copy, the final collation)
+    inner: dict[str, Any] = {"collation_fn": inner_columns} if threads else {}
+    dataset = dataset.batched(inner_batch or batch_size, partial=True, **inner)
 
     loader_kw: dict[str, Any] = {"batch_size": None, "num_workers": num_workers}
     if num_workers > 0:

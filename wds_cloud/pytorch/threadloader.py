@@ -29,12 +29,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from wds_cloud.core import pipeline
+from wds_cloud.core.collate import default_collation_fn
 from wds_cloud.core.threadworkers import ThreadWorkers
 from wds_cloud.errors import ConfigError
 from wds_cloud.pytorch.loader import WebLoader, fast_convert
 from wds_cloud.redact import redact_url
 
-__all__ = ["GilWatch", "ThreadDataLoader", "ThreadLoader"]
+__all__ = ["GilWatch", "ThreadDataLoader", "ThreadLoader", "check_threads", "inner_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +150,6 @@ class ThreadLoader(WebLoader):
                 self.listing_seconds = dataset.__dict__.pop("listing_seconds")
         return self
 
-    def close(self) -> None:
-        """Stop the reader threads of the iteration in progress and wait for them."""
-        self.pipeline[0].close()
-
 
 class GilWatch:
     """Wrap a per-sample function run on the reader threads and warn once when it holds the
@@ -249,6 +246,15 @@ class GilWatch:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def inner_columns(samples: list[Any]) -> Any:
+    """The collation of ``make_loader``'s inner batches on threads: webdataset's
+    (:func:`~wds_cloud.core.collate.default_collation_fn`), except that arrays and tensors are
+    not stacked; each stays the sample's own. The training thread unbatches and re-collates
+    every batch anyway, so stacking in the reader would copy every image twice; the samples
+    and the final batches are the same."""
+    return default_collation_fn(samples, combine_tensors=False)
 
 
 def _reader_copy(dataset: Any) -> Any:

@@ -15,10 +15,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from wds_cloud.core.curry import FilterFunction
 from wds_cloud.core.extras import ShardTally
+from wds_cloud.core.join import JoinedShards, join_samples
 from wds_cloud.core.samples import StopShards
 from wds_cloud.core.shardopen import ShardOpener, tarfile_samples, url_opener_override
 from wds_cloud.core.shards import (
@@ -34,9 +35,12 @@ from wds_cloud.core.shards import (
     worker_info,
 )
 from wds_cloud.errors import ConfigError
+from wds_cloud.resume import joined
 from wds_cloud.resume.draws import resampled_source
 from wds_cloud.resume.reader import Pair, read_item, reader_options
 from wds_cloud.resume.state import Ledger, WorkItem, remaining
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -63,7 +67,7 @@ class ShardSource:
         used = shuffle.epoch
         return used, list(shuffle.run(urls))
 
-    def share(self, items: list[WorkItem], fresh: bool) -> list[WorkItem]:
+    def share(self, items: list[T], fresh: bool) -> list[T]:
         """This reader's part of ``items``."""
         if self.node_split is not None:
             if fresh:
@@ -79,7 +83,7 @@ class ShardSource:
             items = list(split_by_worker(items))  # worker 0 warns about surplus workers
         return items
 
-    def share_as(self, items: list[WorkItem], reader: list[int]) -> list[WorkItem]:
+    def share_as(self, items: list[T], reader: list[int]) -> list[T]:
         """The part of ``items`` of reader ``(rank, world, worker, workers)`` (another one than
         this process: a worker taking over another reader's with_epoch window)."""
         rank, world, worker, workers = reader
@@ -98,8 +102,7 @@ class ShardSource:
         given = ctx.pop("items", None)
         as_reader = ctx.get("as_reader")
         if given is not None:  # samples to bring back (RandomMix: pulled, not delivered)
-            opener, options = reader_options(self.reader)
-            yield from _read_items(given, opener, options)
+            yield from self.read(given)
             return
         if state is not None and self.shuffle is not None:
             self.shuffle.epoch = state["epoch"]
@@ -125,15 +128,51 @@ class ShardSource:
         if self.tally is not None:
             self.tally.count = len(items)
             self.tally.resumed = state is not None  # type: ignore[attr-defined]
-        opener, options = reader_options(self.reader)
-        pairs = _read_items(items, opener, options)
+        pairs = self.read(items)
         if self.sample_split:
             pairs = _split_pairs(pairs)
         yield from pairs
 
+    def read(self, items: list[WorkItem]) -> Iterator[Pair]:
+        """The samples of ``items`` with their ids."""
+        opener, options = reader_options(self.reader)
+        return _read_items(items, opener, options)
+
     def new_ledger(self, header: dict[str, Any], order: list[str]) -> Ledger:
         """The ledger the top object keeps for one pass over ``order``."""
         return Ledger(header, order)
+
+
+@dataclass
+class JoinSource(ShardSource):
+    """The shard side of a pipeline reading ``wds.join(...)``: the ledger's order lists each
+    row's shards, a row is shared among readers as one shard and read in lockstep
+    (:mod:`wds_cloud.resume.joined`)."""
+
+    @property
+    def rows(self) -> JoinedShards:
+        """The join's shard list."""
+        assert isinstance(self.shard_list, JoinedShards)
+        return self.shard_list
+
+    def order(self, epoch: int | None = None) -> tuple[int, list[str]]:
+        """``(epoch, every asked set's shard, row by row in the epoch's order)``."""
+        used, firsts = super().order(epoch)
+        return used, joined.flat_order(self.rows, firsts)
+
+    def share(self, items: list[T], fresh: bool) -> list[T]:
+        """This reader's rows of ``items`` (work items in the ledger's order)."""
+        rows = super().share(joined.group(self.rows, items), fresh)
+        return [w for row in rows for w in row]
+
+    def share_as(self, items: list[T], reader: list[int]) -> list[T]:
+        """Reader ``reader``'s rows of ``items``."""
+        rows = super().share_as(joined.group(self.rows, items), reader)
+        return [w for row in rows for w in row]
+
+    def read(self, items: list[WorkItem]) -> Iterator[Pair]:
+        """The merged samples of the rows of ``items`` with their ids."""
+        return joined.read_rows(self.rows, items, self.reader)
 
 
 def _read_items(
@@ -167,7 +206,9 @@ def find_source(stages: list[Any]) -> Any:
     """The :class:`ShardSource` (or :class:`~wds_cloud.resume.draws.ResampledSource`) of a
     pipeline's stages, or None when they are not recognised."""
     found = [
-        i for i, s in enumerate(stages) if isinstance(s, FilterFunction) and s.f is tarfile_samples
+        i
+        for i, s in enumerate(stages)
+        if isinstance(s, FilterFunction) and s.f in (tarfile_samples, join_samples)
     ]
     if not found:
         return None
@@ -178,9 +219,11 @@ def find_source(stages: list[Any]) -> Any:
     prefix = stages[:r]
     if prefix and type(prefix[0]) is ResampledShards:
         return resampled_source(prefix, stage, r + 1)
-    if not prefix or type(prefix[0]) is not SimpleShardList:
+    joined = stage.f is join_samples  # wds.join(...): rows of shards read in lockstep
+    if not prefix or type(prefix[0]) is not (JoinedShards if joined else SimpleShardList):
         return None
-    source = ShardSource(prefix[0], None, None, False, None, stage, r + 1)
+    kind = JoinSource if joined else ShardSource
+    source = kind(prefix[0], None, None, False, None, stage, r + 1)
     if len(stages) > r + 1 and stages[r + 1] is split_by_sample:
         source.after, source.sample_split = r + 2, True
     if split_by_sample in stages[source.after :]:

@@ -16,6 +16,9 @@ When the stage yields, the output gets tags by the kind the stage declares
 - ``identity`` (``shuffle``, ``detshuffle``): the output is one of the inputs; its tags are
   found by object identity.
 - ``passthrough`` (``check_empty``): the stage runs on the pairs themselves.
+- ``regroup`` (``pack``, ``group_by``): the stage names the inputs of each output by their
+  arrival index (:class:`~wds_cloud.core.stagekind.Group`); an output gets their tags (one row
+  each when the output has rows), and inputs it dropped count as delivered with the next output.
 
 A stage that declares no kind (a generator of your own) is run as a ``stream`` stage and
 watched: an item it yields right after pulling exactly one input stands for that input (a 1:1
@@ -187,6 +190,8 @@ def run_stage(
         return _run_stream(stage, pairs, step if kind is None else None, watch)
     if kind == "identity":
         return _run_identity(stage, pairs)
+    if kind == "regroup":
+        return _run_regroup(stage, pairs)
     return _run_other(stage, kind, pairs)
 
 
@@ -222,6 +227,30 @@ def _run_identity(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]
             yield item, tags
         else:
             yield item, held
+
+
+def _run_regroup(stage: Any, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    """A ``regroup`` stage (``pack``, ``group_by``): the tags of the inputs held, by arrival
+    index, until an output names them; dropped inputs join the next output's first row."""
+    table: dict[int, list[Any]] = {}
+
+    def tap() -> Iterator[Any]:
+        for index, (item, tags) in enumerate(pairs):
+            table[index] = flat(tags)
+            yield item
+
+    carried: list[Any] = []
+    for group in invoke_stage(stage.regroup, tap()):
+        for index in group.dropped:
+            carried.extend(table.pop(index))
+        rows = [table.pop(index) for index in group.members]
+        if carried and rows:
+            rows[0] = carried + rows[0]
+            carried = []
+        if group.rows:
+            yield group.item, Rows(rows)
+        else:
+            yield group.item, [sid for row in rows for sid in row]
 
 
 def _run_other(stage: Any, kind: str, pairs: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
