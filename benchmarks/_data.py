@@ -323,3 +323,50 @@ def timed_passes(one_pass: Callable[[], int], min_seconds: float, max_passes: in
         if elapsed >= min_seconds or passes >= max_passes:
             break
     return Timed(samples, passes, sorted(counts), elapsed, cpu_seconds() - cpu0)
+
+
+def _proc_table() -> tuple[dict[int, list[int]], dict[int, list[str]]]:
+    """Every process's children and its ``/proc/<pid>/stat`` fields after the command name."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        stats[pid] = fields
+    return children, stats
+
+
+def _descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
+    found, todo = [], list(children.get(pid, ()))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, ()))
+    return found
+
+
+def tree_rss(pid: int) -> int:
+    """Sum of RSS (bytes) of ``pid`` and all its live descendants, from /proc."""
+    children, stats = _proc_table()
+    page = os.sysconf("SC_PAGE_SIZE")
+    return sum(int(stats[p][21]) * page for p in [pid, *_descendants(pid, children)] if p in stats)
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process, its waited-for children and its live descendants (a
+    loader's persistent child process included): the whole process tree."""
+    children, stats = _proc_table()
+    tick = os.sysconf("SC_CLK_TCK")
+    live = sum(
+        (int(stats[p][11]) + int(stats[p][12])) / tick
+        for p in _descendants(os.getpid(), children)
+        if p in stats
+    )
+    return cpu_seconds() + live

@@ -43,6 +43,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _data  # benchmarks/ is not a package
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 KEY_ID = "benchkey"
@@ -54,29 +58,6 @@ BATCH = 64
 
 
 # -- measuring one cell in a fresh interpreter ----------------------------------------------------
-
-
-def _tree_rss(pid: int) -> int:
-    """Sum of RSS (bytes) of ``pid`` and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        child = int(entry)
-        children.setdefault(int(fields[1]), []).append(child)
-        rss[child] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo.extend(children.get(p, ()))
-    return total
 
 
 def run_cell(python: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -95,7 +76,7 @@ def run_cell(python: str, args: list[str], env: dict[str, str]) -> dict[str, Any
     def sample() -> None:
         nonlocal peak
         while not done.wait(0.05):
-            peak = max(peak, _tree_rss(proc.pid))
+            peak = max(peak, _data.tree_rss(proc.pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -336,9 +317,6 @@ def upload_tree(client: Any, local: str, prefix: str) -> None:
 
 
 def loader_table(args: argparse.Namespace) -> None:
-    sys.path.insert(0, HERE)
-    import _data
-
     from tests.support.seaweed import SeaweedServer
 
     shards = max(2, args.samples // 1000)

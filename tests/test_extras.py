@@ -31,7 +31,16 @@ NOT_IN_BENCH = {
     "streaming": "bench_cloud.py/bench_resume.py --peers: own venv, mosaicml-streaming==0.13.0",
 }
 # Local modules: the benchmarks' own helpers and the repository's test servers.
-LOCAL = {"_data", "benchmarks", "tests", "latency_proxy", "bench_s3", "bench_latency", SELF}
+LOCAL = {
+    "_data",
+    "_stores",
+    "benchmarks",
+    "tests",
+    "latency_proxy",
+    "bench_s3",
+    "bench_latency",
+    SELF,
+}
 
 
 def _project() -> dict[str, Any]:

@@ -1,9 +1,11 @@
-"""A training loop for the SIGKILL tests: ``python train_loop.py URLS_JSON CKPT LOG``.
+"""A training loop for the SIGKILL tests: ``python train_loop.py URLS_JSON CKPT LOG [EXECUTOR]``.
 
 Iterates ``make_loader`` (2 workers, shuffle buffers in the workers and in the main process),
 appends each delivered key to LOG (flushed), and every 4 steps saves ``{"step", "lines",
 "loader"}`` to CKPT atomically. On start it resumes from CKPT when it exists, cutting LOG back
 to the lines of that checkpoint (what was delivered after it is lost, as in training).
+EXECUTOR is make_loader's (default ``processes``); a loader with a child process prints
+``child PID`` before its first step.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def main() -> None:
         seed=17,
         to_tuple=("txt",),
         collate=list,
+        executor=sys.argv[4] if len(sys.argv) > 4 else "processes",
     )
     lines = 0
     if os.path.exists(ckpt):
@@ -37,6 +40,8 @@ def main() -> None:
         out.truncate(sum(len(x) for x in open(log).readlines()[:lines]) if lines else 0)
         out.seek(0, os.SEEK_END)
         for step, batch in enumerate(loader, 1):
+            if step == 1 and getattr(loader, "pid", None):
+                print(f"child {loader.pid}", flush=True)
             for (txt,) in batch:
                 out.write(txt.decode() + "\n")
                 lines += 1

@@ -359,6 +359,10 @@ def make_loader(
             (:class:`~wds_cloud.pytorch.threadloader.ThreadLoader`), the same samples in the
             same order, no pickling or inter-process copies; ``map``/``raw_map`` holding the
             GIL are reported (docs/pytorch.md, "Threads vs processes"). Streaming only.
+            ``"subprocess-threads"``: the ``"threads"`` loader run in one child process, each
+            batch handed over through a shared-memory arena
+            (:mod:`wds_cloud.pytorch.subprocloader`), for training loops whose own Python
+            threads would compete with the loader's for the GIL.
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -382,9 +386,18 @@ def make_loader(
         raise ConfigError(f"make_loader: num_workers must be >= 0, got {num_workers}")
     if prefetch_to_device and device is None:
         raise ConfigError("make_loader: prefetch_to_device=True needs device=")
+    if executor == "subprocess-threads":  # the threads executor, run in one child process
+        args = dict(locals())  # make_loader's arguments, by name
+        from wds_cloud.pytorch.subprocloader import subprocess_threads
+
+        child = subprocess_threads(make_loader, args, pin_batch)
+        if device is not None and (prefetch_to_device or torch.device(device).type != "cpu"):
+            return DevicePrefetcher(child, torch.device(device), pin_memory=pin_memory)
+        return child
     if executor not in ("processes", "threads"):
         raise ConfigError(
-            f"make_loader: executor must be 'processes' or 'threads', got {executor!r}"
+            "make_loader: executor must be 'processes', 'threads' or 'subprocess-threads', "
+            f"got {executor!r}"
         )
     threads = executor == "threads"
     if threads:

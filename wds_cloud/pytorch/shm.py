@@ -37,7 +37,7 @@ from torch.utils.data import get_worker_info
 
 from wds_cloud.settings import env_bool
 
-__all__ = ["ShmCollate", "shm_batches_enabled"]
+__all__ = ["ShmCollate", "shm_batches_enabled", "view_batch"]
 
 _HEADER = 4096  # slot flags live here, one byte per slot
 _ALIGN = 64
@@ -169,6 +169,15 @@ def _rebuild(dupfd: Any, where: tuple[int, int, int, int], specs: list[Any], ske
         mm = mmap.mmap(fd, size)
     finally:
         os.close(fd)
+    return view_batch(mm, start, length, slot, specs, skeleton)
+
+
+def view_batch(
+    mm: mmap.mmap, start: int, length: int, slot: int, specs: list[Any], skeleton: Any
+) -> Any:
+    """The batch whose tensors are in slot ``slot`` (``length`` bytes at ``start``) of the
+    mapped arena ``mm``: tensors viewing the slot, put back into ``skeleton``. The slot's
+    flag is cleared when the last tensor, view or storage of the batch is gone."""
     # every tensor's storage holds ``view`` (torch.frombuffer keeps its buffer object), so
     # the slot is released when the last tensor, view or storage of this batch is gone
     view = memoryview(mm)[start : start + length]
@@ -224,24 +233,34 @@ class ShmCollate:
     def pack(self, batch: Any) -> Any:
         """``batch`` with its tensors in a slot, or ``batch`` itself (nothing to move, no
         free slot, too large)."""
+        placed = self.place(batch)
+        if placed is None:
+            return batch
+        return _ShmBatch(*placed)
+
+    def place(self, batch: Any) -> tuple[Any, int, list[Any], Any] | None:
+        """Copy ``batch``'s movable tensors into a free slot of this process's arena:
+        ``(arena, slot, specs, skeleton)`` (``arena.fd``, ``arena.size``,
+        ``arena.offset(slot)``, ``arena.slot_bytes`` say where; :func:`view_batch` rebuilds
+        it), or None (nothing to move, no free slot, too large, no memfd)."""
         tensors: list[Any] = []
         skeleton = _punch(batch, tensors)
         if not tensors:
-            return batch
+            return None
         offsets = []
         total = 0
         for t in tensors:
             offsets.append(total)
             total += _aligned(t.numel() * t.element_size())
         if total > self.max_batch_bytes:
-            return batch
+            return None
         try:
             arena = self._arena_for(total)
         except OSError:  # no memfd (seccomp), no memory or address space: torch's path
-            return batch
+            return None
         slot = arena.acquire()
         if slot is None:
-            return batch
+            return None
         base = arena.offset(slot)
         specs = []
         for t, off in zip(tensors, offsets, strict=True):
@@ -251,7 +270,7 @@ class ShmCollate:
             src = t.reshape(-1).view(torch.uint8).numpy()
             np.copyto(arena.bytes[base + off : base + off + nbytes], src)
             specs.append((t.dtype, tuple(t.shape), t.numel(), off))
-        return _ShmBatch(arena, slot, specs, skeleton)
+        return arena, slot, specs, skeleton
 
     def _arena_for(self, nbytes: int) -> _Arena:
         arena = self._arena
