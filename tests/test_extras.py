@@ -29,6 +29,7 @@ DISTRIBUTION = {"PIL": "pillow", "yaml": "pyyaml", "botocore": "boto3"}
 NOT_IN_BENCH = {
     "litdata": "bench_cloud.py/bench_resume.py --peers: own venv, pip install litdata==0.2.76",
     "streaming": "bench_cloud.py/bench_resume.py --peers: own venv, mosaicml-streaming==0.13.0",
+    "megatron": "bench_pack.py --energon: _energon_pack.py runs in its own venv, megatron-energon",
 }
 # Local modules: the benchmarks' own helpers and the repository's test servers.
 LOCAL = {
