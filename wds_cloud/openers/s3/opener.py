@@ -35,6 +35,7 @@ from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connections
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import reject_unknown_options
 
@@ -188,6 +189,7 @@ class S3Opener(RangeBatchReads):
             policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(cfg.throttle_endpoint(bucket)),
         )
         return reader.start()
 
@@ -217,6 +219,7 @@ class S3Opener(RangeBatchReads):
             policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(cfg.throttle_endpoint(bucket)),
         )
         reader.position = offset
         return reader.start()
@@ -251,6 +254,7 @@ class S3Opener(RangeBatchReads):
             policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(cfg.throttle_endpoint(bucket)),
         )
 
     # -- listing ---------------------------------------------------------------------------

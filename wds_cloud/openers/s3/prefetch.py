@@ -20,6 +20,7 @@ from wds_cloud.openers.s3.errors import read_errors, s3_request
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader
 from wds_cloud.openers.streams.resumable import Opened, check_content_range
+from wds_cloud.openers.streams.throttle import limiter_for
 
 if TYPE_CHECKING:
     from wds_cloud.openers.s3.config import S3Access, S3Config
@@ -63,6 +64,7 @@ def open_prefetching(
         explain=functools.partial(explain, access.translate, url),
         version=etag,
         name="wds-s3-prefetch",
+        limiter=limiter_for(cfg.throttle_endpoint(bucket)),
     )
 
 
