@@ -58,6 +58,10 @@ def slow_down(style: str, path: str) -> tuple[int, str, bytes]:
     raise ValueError(f"unknown throttling style {style!r}")
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # parallel readers connect at once (the default 5 drops SYNs)
+
+
 class ThrottleProxy:
     """HTTP proxy on 127.0.0.1 answering "slow down" above ``rate`` requests a second.
 
@@ -100,7 +104,7 @@ class ThrottleProxy:
         self._rate = rate
         self._tokens = burst
         self._stamp = time.monotonic()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -171,7 +175,9 @@ class ThrottleProxy:
                     return
                 if proxy.delay:
                     time.sleep(proxy.delay)
-                conn = http.client.HTTPConnection("127.0.0.1", proxy.target_port, timeout=60)
+                conn = self.upstream = getattr(
+                    self, "upstream", None
+                ) or http.client.HTTPConnection("127.0.0.1", proxy.target_port, timeout=60)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                     conn.request(self.command, self.path, body=body, headers=headers)
@@ -190,8 +196,10 @@ class ThrottleProxy:
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)
-                finally:
+                except BaseException:
                     conn.close()
+                    self.upstream = None
+                    raise
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _relay
 

@@ -100,7 +100,9 @@ class S3Opener(RangeBatchReads):
 
     def _make_read_client(self) -> Any:
         timeout = RetryPolicy.from_config(self.config).read_timeout(self.config.read_timeout)
-        return self._make_client(1, timeout)
+        # botocore's ``max_attempts`` counts retries after the first attempt: 0, one attempt
+        # (with 1 botocore retried a 503 SlowDown itself, hidden from the read loop's limiter)
+        return self._make_client(0, timeout)
 
     def _make_client(self, attempts: int, read_timeout: float | None) -> Any:
         if boto3 is None:
