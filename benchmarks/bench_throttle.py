@@ -4,12 +4,13 @@ limiter on (the default) and off (``WDS_CLOUD_THROTTLE=0``); and with no 503s, o
 Run from the repository root (it starts an HTTP file server and
 :class:`tests.support.throttle_proxy.ThrottleProxy` on 127.0.0.1, in this process)::
 
-    python benchmarks/bench_throttle.py                   # R = 50/s, 16 shards, prefetch=16
+    python benchmarks/bench_throttle.py                   # R = 50/s, 32 shards, prefetch=16
     python benchmarks/bench_throttle.py --rate 50 --shards 8 --rounds 1
 
 Each cell reads every shard with ``WebDataset`` (parallel ranged reads, ``prefetch`` parts of
 ``--part-kib`` KiB, read-ahead on) through the proxy, which waits ``--delay`` seconds before
 forwarding each request (a far-away store: requests a second then follow requests in flight).
+The proxy's token bucket holds ``--burst`` seconds of R (0.2 s: 10 requests at R = 50).
 A shard that fails is counted (the handler skips it) and the samples are compared with a direct
 read: "lost" and "repeated" count samples missing or seen twice. "req/s" is the proxy's
 forwarded GETs a second over the cell's wall time; "of R" divides it by the rate. Cells are
@@ -28,7 +29,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-BACKOFF = float(os.environ.get("BENCH_BACKOFF", "0.2"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -64,9 +64,7 @@ def read_all(base: str, names: list[str], prefetch: int, part: int) -> tuple[Cou
         return True
 
     registry = OpenerRegistry()
-    registry.register(
-        "http", HttpOpener(prefetch=prefetch, prefetch_chunk=part, backoff=BACKOFF), override=True
-    )
+    registry.register("http", HttpOpener(prefetch=prefetch, prefetch_chunk=part), override=True)
     urls = [f"{base}/{n}" for n in names]
     dataset = WebDataset(urls, registry=registry, shardshuffle=False, handler=skip)
     seen: Counter[str] = Counter(s["__key__"] for s in dataset)
@@ -77,7 +75,10 @@ def cell(
     server: HttpFileServer, names: list[str], args: argparse.Namespace, rate: float | None, on: bool
 ) -> dict[str, Any]:
     os.environ["WDS_CLOUD_THROTTLE"] = "1" if on else "0"
-    with ThrottleProxy(server.port, rate=rate, style="http", burst=2, delay=args.delay) as proxy:
+    burst = max(2.0, (rate or 0) * args.burst)
+    with ThrottleProxy(
+        server.port, rate=rate, style="http", burst=burst, delay=args.delay
+    ) as proxy:
         start = time.monotonic()
         seen, failed = read_all(proxy.url, names, args.prefetch, args.part_kib << 10)
         wall = time.monotonic() - start
@@ -98,7 +99,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=50.0, help="R: requests/s let through")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds added per request")
-    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument(
+        "--burst", type=float, default=0.2, help="seconds of R the proxy lets burst"
+    )
+    parser.add_argument("--shards", type=int, default=32)
     parser.add_argument("--samples", type=int, default=64, help="samples per shard")
     parser.add_argument("--size", type=int, default=8000, help="bytes per sample")
     parser.add_argument("--prefetch", type=int, default=16)

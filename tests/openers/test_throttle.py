@@ -101,14 +101,19 @@ def test_additive_increase_one_slot_per_round_only_while_every_slot_is_taken() -
         limiter.accept()
         limiter.release()
     assert limiter.limit == 2.0
-    # every slot taken: each answer adds 1/limit, so a round of 2 answers adds one slot
+    # every slot taken: each answer adds 1/limit (one slot per round of answers)
     limiter.acquire()
     limiter.acquire()
     limiter.accept()
+    assert limiter.limit == 2.5
+    assert limiter.allowed() == 3  # rounded up: a third request may go
+    limiter.accept()  # two of three slots taken: no growth
+    assert limiter.limit == 2.5
+    limiter.acquire()
     limiter.accept()
-    assert limiter.limit == pytest.approx(2.0 + 0.5 + 1 / 2.5)
-    limiter.release()
-    limiter.release()
+    assert limiter.limit == pytest.approx(2.5 + 1 / 2.5)
+    for _ in range(3):
+        limiter.release()
     for _ in range(20):  # capped at max
         for _ in range(limiter.allowed()):
             limiter.acquire()
@@ -219,6 +224,33 @@ def test_throttled_attempts_do_not_use_up_retries() -> None:
     backoff.progress()
     assert backoff.throttled(retry_after=3.0) is None  # Retry-After wins, past max_backoff
     assert clock.sleeps[-1] == 3.0
+
+
+def test_a_paced_throttled_attempt_waits_for_a_slot_not_a_backoff() -> None:
+    clock = FakeTime()
+    backoff = Backoff(RetryPolicy(backoff=0.1), clock=clock.clock, sleep=clock.sleep)
+    assert backoff.throttled(paced=True) is None
+    assert backoff.throttled(paced=True) is None
+    assert clock.sleeps == []
+    assert backoff.throttled(retry_after=0.7, paced=True) is None  # Retry-After still honoured
+    assert backoff.throttled(paced=False) is None  # at the limiter's minimum: the backoff
+    assert clock.sleeps == [0.7, 0.1 * 2]  # the paced attempts did not double it
+
+
+def test_at_the_minimum_a_throttled_read_also_waits_its_backoff() -> None:
+    data = b"m" * 500
+    limiter = AimdLimiter(1, min=1, max=4)
+    store = ThrottlingStore(data, throttles=3, limiter=limiter)
+    clock = FakeTime()
+    with _reader(store, limiter, clock).start() as reader:
+        assert reader.read() == data
+    assert clock.sleeps == [0.1, 0.2, 0.4]
+    roomy = AimdLimiter(16, min=1, max=16)
+    store = ThrottlingStore(data, throttles=3, limiter=roomy)
+    clock = FakeTime()
+    with _reader(store, roomy, clock).start() as reader:
+        assert reader.read() == data
+    assert clock.sleeps == []  # each throttle cut the limit (16 -> 8 -> 4 -> 2): paced
 
 
 def test_the_stall_deadline_ends_a_throttled_read() -> None:

@@ -61,6 +61,9 @@ def slow_down(style: str, path: str) -> tuple[int, str, bytes]:
 class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # parallel readers connect at once (the default 5 drops SYNs)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that drops its kept-alive connection is no error of the proxy
+
 
 class ThrottleProxy:
     """HTTP proxy on 127.0.0.1 answering "slow down" above ``rate`` requests a second.

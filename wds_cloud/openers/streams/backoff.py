@@ -129,7 +129,8 @@ class Backoff:
 
     Attributes:
         failures: consecutive failed attempts since the last progress.
-        throttles: consecutive throttled attempts since the last progress (:meth:`throttled`).
+        throttles: consecutive throttled attempts that waited, since the last progress
+            (:meth:`throttled`).
     """
 
     def __init__(
@@ -181,20 +182,23 @@ class Backoff:
         self._sleep(max(0.0, min(delay, self.policy.max_backoff, limit - idle)))
         return None
 
-    def throttled(self, retry_after: float | None = None) -> str | None:
+    def throttled(self, retry_after: float | None = None, *, paced: bool = False) -> str | None:
         """Record a throttled attempt (the server said "slow down"): it does not count
         against ``retries``; wait and return None, or return why to stop (only the stall
         deadline stops a throttled read).
 
-        The wait is ``retry_after`` when the server gave one, else the backoff of the
-        throttled attempts in a row (doubling from ``backoff`` up to ``max_backoff``); never
-        past the deadline.
+        The wait is ``retry_after`` when the server gave one; else nothing when ``paced``
+        (the endpoint's limiter cut its requests in flight and still has room to cut: the
+        attempt waits for a slot instead), else the backoff of the throttled attempts in a
+        row (doubling from ``backoff`` up to ``max_backoff``); never past the deadline.
         """
-        self.throttles += 1
         idle = self.idle()
         limit = self.policy.stall_timeout
         if idle >= limit:
             return f"stalled: throttled, no new data for {idle:.1f} s (stall_timeout {limit:g} s)"
+        if retry_after is None and paced:
+            return None
+        self.throttles += 1
         if retry_after is None:
             delay = min(
                 self.policy.backoff * 2 ** min(self.throttles - 1, 30), self.policy.max_backoff

@@ -15,11 +15,14 @@ answer's ``Retry-After`` when it has one. The one retry loop
   at most once per round: answers to requests sent before the last decrease do not cut again
   (the TCP rule), so a burst of 503s from one round is one cut, not a collapse to ``min``.
 - **Additive increase.** Each accepted request while every slot is taken adds ``1 / limit``:
-  one slot per round. A limit that is not the bottleneck does not grow.
-- **Throttled is not failed.** The throttled request gives its slot back, waits (at least
-  ``Retry-After``, else the retry policy's backoff) and is sent again by the same loop. It does
-  not use up ``retries``; only the stall deadline (``stall_timeout`` without a new byte) bounds
-  it, so a throttled shard is read whole, late, never skipped or read twice.
+  one slot per round. A limit that is not the bottleneck does not grow. The slots are the
+  limit rounded up.
+- **Throttled is not failed.** The throttled request gives its slot back and is sent again by
+  the same loop when it gets one: at once while the limiter can still cut (the cut paces the
+  endpoint), after the retry policy's backoff once the limit is at ``min``, and never before
+  the answer's ``Retry-After``. It does not use up ``retries``; only the stall deadline
+  (``stall_timeout`` without a new byte) bounds it, so a throttled shard is read whole, late,
+  never skipped or read twice.
 
 Settings (:data:`THROTTLE_SETTINGS`; ``WDS_CLOUD_THROTTLE`` = ``0`` switches it off, and the
 retry loop then treats throttling answers as any other failure), read when a reader is made:
@@ -29,6 +32,7 @@ retry loop then treats throttling answers as any other failure), read when a rea
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -154,15 +158,21 @@ class AimdLimiter:
         self._cond = threading.Condition()
 
     def allowed(self) -> int:
-        """Slots that may be taken at once now."""
-        return int(self.limit)
+        """Slots that may be taken at once now: the limit rounded up (a limit of 1.5 lets
+        two requests go while the next cut or increase is decided)."""
+        return math.ceil(self.limit)
+
+    def above_min(self) -> bool:
+        """Whether a cut can still lower the limit (the limiter paces the endpoint; at the
+        minimum a throttled request also waits its backoff)."""
+        return self.limit > self.min
 
     def acquire(self) -> int:
         """Wait for a free slot and take it; returns the round it was taken in (for
         :meth:`throttled`). Slots are given back by requests that end on their own, so the
         wait ends."""
         with self._cond:
-            while self.in_flight >= int(self.limit):
+            while self.in_flight >= math.ceil(self.limit):
                 self._cond.wait()
             self.in_flight += 1
             return self._round
@@ -178,7 +188,7 @@ class AimdLimiter:
         only while every slot is taken (a limit that is not the bottleneck does not grow)."""
         with self._cond:
             self.accepted += 1
-            if self.in_flight >= int(self.limit) and self.limit < self.max:
+            if self.in_flight >= math.ceil(self.limit) and self.limit < self.max:
                 self.limit = min(float(self.max), self.limit + 1.0 / self.limit)
                 self.highest = max(self.highest, self.limit)
                 self._cond.notify()
