@@ -1,7 +1,7 @@
 """Throttling through every backend, on the real local servers behind a proxy that answers
 "slow down" above R requests a second (:mod:`tests.support.throttle_proxy`): SeaweedFS (S3,
-``SlowDown`` 503), fake-gcs-server (GCS, 429), the AIStore emulator (503) and the HTTP file
-server (503 with ``Retry-After``).
+``SlowDown`` 503), fake-gcs-server (GCS, 429), the AIStore emulator (503), Azurite (Azure,
+``ServerBusy`` 503) and the HTTP file server (503 with ``Retry-After``).
 
 A loader reads many shards with parallel ranged reads (``prefetch=16``) and read-ahead: every
 sample arrives exactly once with the bytes of a direct read, no shard fails, the endpoint's
@@ -116,6 +116,26 @@ def ais_store(ais_server: Any) -> Store:
 
 
 @pytest.fixture(scope="module")
+def azure_store(azurite: Any) -> Store:
+    from wds_cloud.openers.azure.opener import AzureOpener
+
+    container = azurite.container(f"throttle-{int(time.time() * 1000) % 10**6}")
+
+    def put(name: str, data: bytes) -> str:
+        container.upload_blob(name, data, overwrite=True)
+        return f"az://{container.container_name}/{name}"
+
+    def opener(endpoint: str) -> Any:
+        blob_endpoint = f"{endpoint}/{azurite.account}"
+        connection = azurite.connection_string.replace(azurite.endpoint, blob_endpoint)
+        return AzureOpener(
+            connection_string=connection, backoff=0.01, prefetch=16, prefetch_chunk=PART
+        )
+
+    return Store("az", azurite.port, put, opener, "azure")
+
+
+@pytest.fixture(scope="module")
 def http_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     from wds_cloud.openers.http.opener import HttpOpener
 
@@ -132,7 +152,7 @@ def http_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         yield Store("http", server.port, put, opener, "http")
 
 
-@pytest.fixture(params=["s3", "gcs", "ais", "http"])
+@pytest.fixture(params=["s3", "gcs", "ais", "azure", "http"])
 def store(request: pytest.FixtureRequest) -> Store:
     found: Store = request.getfixturevalue(f"{request.param}_store")
     return found

@@ -10,6 +10,7 @@ proxy answers itself, without forwarding:
 - ``style="s3"``: 503 with S3's XML ``<Code>SlowDown</Code>`` body,
 - ``style="gcs"``: 429 with GCS's JSON ``rateLimitExceeded`` body,
 - ``style="ais"``: 503 with AIStore's JSON error body,
+- ``style="azure"``: 503 with Azure's XML ``ServerBusy`` body,
 - ``style="http"``: 503 with a text body,
 
 each with ``Retry-After`` when ``retry_after`` is set. ``rate=None`` never throttles;
@@ -53,6 +54,12 @@ def slow_down(style: str, path: str) -> tuple[int, str, bytes]:
     if style == "ais":
         error = {"message": "too many requests", "method": "GET", "url_path": path, "status": 503}
         return 503, "application/json", json.dumps(error).encode()
+    if style == "azure":
+        body = (
+            '<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code>'
+            "<Message>Ingress is over the account limit.</Message></Error>"
+        )
+        return 503, "application/xml", body.encode()
     if style == "http":
         return 503, "text/plain", b"slow down"
     raise ValueError(f"unknown throttling style {style!r}")
@@ -71,7 +78,8 @@ class ThrottleProxy:
     Args:
         target_port: the real server's port (on 127.0.0.1).
         rate: requests a second let through (a token bucket); None: all.
-        style: how a throttling answer looks: ``"s3"``, ``"gcs"``, ``"ais"`` or ``"http"``.
+        style: how a throttling answer looks: ``"s3"``, ``"gcs"``, ``"ais"``, ``"azure"`` or
+            ``"http"``.
         burst: the most tokens the bucket holds.
         retry_after: seconds sent in ``Retry-After``; None: no header.
         delay: seconds waited before forwarding a request.
