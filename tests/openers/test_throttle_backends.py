@@ -1,7 +1,8 @@
 """Throttling through every backend, on the real local servers behind a proxy that answers
 "slow down" above R requests a second (:mod:`tests.support.throttle_proxy`): SeaweedFS (S3,
-``SlowDown`` 503), fake-gcs-server (GCS, 429), the AIStore emulator (503), Azurite (Azure,
-``ServerBusy`` 503) and the HTTP file server (503 with ``Retry-After``).
+``SlowDown`` 503), fake-gcs-server (GCS, 429), Azurite (Azure, ``ServerBusy`` 503) and the HTTP
+file server (503 with ``Retry-After``); AIStore (the emulator and the real cluster) in
+``tests/ais/test_throttle.py``, with :func:`check_loader_under_throttling`.
 
 A loader reads many shards with parallel ranged reads (``prefetch=16``) and read-ahead: every
 sample arrives exactly once with the bytes of a direct read, no shard fails, the endpoint's
@@ -29,6 +30,7 @@ SHARDS = 6
 SAMPLES = 24
 PART = 16 << 10
 RATE = 150.0  # requests a second the proxy lets through
+THROTTLE_START = 64  # WDS_CLOUD_THROTTLE_INITIAL's default
 
 
 @dataclass
@@ -98,24 +100,6 @@ def gcs_store(fake_gcs: Any) -> Store:
 
 
 @pytest.fixture(scope="module")
-def ais_store(ais_server: Any) -> Store:
-    from wds_cloud.openers.ais.opener import AisOpener
-
-    ais_server.reset()
-    ais_server.store.create_bucket("throttle")
-
-    def put(name: str, data: bytes) -> str:
-        ais_server.store.put_object("throttle", name, data)
-        return f"ais://throttle/{name}"
-
-    def opener(endpoint: str) -> Any:
-        return AisOpener(endpoint=endpoint, backoff=0.01, prefetch=16, prefetch_chunk=PART)
-
-    port = int(ais_server.url.rstrip("/").rsplit(":", 1)[1])
-    return Store("ais", port, put, opener, "ais")
-
-
-@pytest.fixture(scope="module")
 def azure_store(azurite: Any) -> Store:
     from wds_cloud.openers.azure.opener import AzureOpener
 
@@ -152,7 +136,7 @@ def http_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         yield Store("http", server.port, put, opener, "http")
 
 
-@pytest.fixture(params=["s3", "gcs", "ais", "azure", "http"])
+@pytest.fixture(params=["s3", "gcs", "azure", "http"])
 def store(request: pytest.FixtureRequest) -> Store:
     found: Store = request.getfixturevalue(f"{request.param}_store")
     return found
@@ -171,10 +155,20 @@ def samples(store: Store, endpoint: str, urls: list[str]) -> list[tuple[str, str
 
 
 def test_a_loader_under_throttling_reads_every_sample_once(store: Store) -> None:
+    check_loader_under_throttling(store)
+
+
+def check_loader_under_throttling(store: Store) -> None:
+    """Every sample once, with the bytes of a direct read; no failed shard; the limiter cut by
+    the 503s and grown again once they stop; never cut without them."""
     urls = [store.put(f"thr-{i:02d}.tar", shard_bytes(i)) for i in range(SHARDS)]
-    direct = samples(store, f"http://127.0.0.1:{store.port}", urls)
+    direct_endpoint = f"http://127.0.0.1:{store.port}"
+    direct = samples(store, direct_endpoint, urls)
     assert len(direct) == SHARDS * SAMPLES
     assert len(set((u, k) for u, k, _ in direct)) == len(direct)
+    untouched = limiter_for(direct_endpoint)
+    assert untouched is not None  # no 503s: the limit never went below its start
+    assert untouched.cuts == 0 and untouched.lowest == THROTTLE_START
 
     retry_after = 0.02 if store.style == "http" else None
     with ThrottleProxy(
