@@ -237,20 +237,50 @@ def test_a_paced_throttled_attempt_waits_for_a_slot_not_a_backoff() -> None:
     assert clock.sleeps == [0.7, 0.1 * 2]  # the paced attempts did not double it
 
 
-def test_at_the_minimum_a_throttled_read_also_waits_its_backoff() -> None:
-    data = b"m" * 500
-    limiter = AimdLimiter(1, min=1, max=4)
-    store = ThrottlingStore(data, throttles=3, limiter=limiter)
+def test_the_limiter_paces_only_while_every_slot_is_taken_above_min() -> None:
+    limiter = AimdLimiter(2, min=1, max=4)
+    limiter.acquire()
+    assert not limiter.paces()  # a free slot: a retry would go at once, so it must wait
+    taken = limiter.acquire()
+    assert limiter.paces()
+    limiter.throttled(taken)
+    assert limiter.limit == 1.0 and not limiter.paces()  # at min: only time helps
+
+
+class Crowded(AimdLimiter):
+    """Three other requests hold slots until the throttled one asks for a slot again."""
+
+    others = 3
+
+    def acquire(self) -> int:
+        if self.throttles and self.others:
+            for _ in range(self.others):
+                self.release()
+            self.others = 0
+        return super().acquire()
+
+
+def test_a_crowded_throttled_read_waits_for_a_slot_not_a_backoff() -> None:
+    data = b"c" * 500
+    limiter = Crowded(4, min=1, max=4)
+    for _ in range(3):
+        limiter.acquire()
+    store = ThrottlingStore(data, throttles=1, limiter=limiter)
     clock = FakeTime()
     with _reader(store, limiter, clock).start() as reader:
         assert reader.read() == data
-    assert clock.sleeps == [0.1, 0.2, 0.4]
-    roomy = AimdLimiter(16, min=1, max=16)
-    store = ThrottlingStore(data, throttles=3, limiter=roomy)
-    clock = FakeTime()
-    with _reader(store, roomy, clock).start() as reader:
-        assert reader.read() == data
-    assert clock.sleeps == []  # each throttle cut the limit (16 -> 8 -> 4 -> 2): paced
+    assert clock.sleeps == []  # the cut (4 -> 2) left no free slot: it waited for one
+    assert limiter.cuts == 1
+
+
+def test_a_lone_or_minimal_throttled_read_waits_its_backoff() -> None:
+    data = b"m" * 500
+    for limiter in (AimdLimiter(1, min=1, max=4), AimdLimiter(16, min=1, max=16)):
+        store = ThrottlingStore(data, throttles=3, limiter=limiter)
+        clock = FakeTime()
+        with _reader(store, limiter, clock).start() as reader:
+            assert reader.read() == data
+        assert clock.sleeps == [0.1, 0.2, 0.4]  # a free slot or the minimum: time spaces it
 
 
 def test_the_stall_deadline_ends_a_throttled_read() -> None:

@@ -188,8 +188,8 @@ class Backoff:
         deadline stops a throttled read).
 
         The wait is ``retry_after`` when the server gave one; else nothing when ``paced``
-        (the endpoint's limiter cut its requests in flight and still has room to cut: the
-        attempt waits for a slot instead), else the backoff of the throttled attempts in a
+        (the endpoint's limiter has every slot taken: the attempt waits for one instead),
+        else the backoff of the throttled attempts in a
         row (doubling from ``backoff`` up to ``max_backoff``); never past the deadline.
         """
         idle = self.idle()

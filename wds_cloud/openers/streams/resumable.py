@@ -323,7 +323,7 @@ class ResumableReader(io.RawIOBase):
                 return b""  # a clean end of a stream of unknown length
             self._drop()  # an error, or the end before the announced size
             if isinstance(error, ThrottledError) and self._limiter is not None:
-                paced = self._limiter.above_min()
+                paced = self._limiter.paces()
                 reason = self._backoff.throttled(error.retry_after, paced=paced)
             else:
                 reason = self._backoff.retry()

@@ -18,9 +18,9 @@ answer's ``Retry-After`` when it has one. The one retry loop
   one slot per round. A limit that is not the bottleneck does not grow. The slots are the
   limit rounded up.
 - **Throttled is not failed.** The throttled request gives its slot back and is sent again by
-  the same loop when it gets one: at once while the limiter can still cut (the cut paces the
-  endpoint), after the retry policy's backoff once the limit is at ``min``, and never before
-  the answer's ``Retry-After``. It does not use up ``retries``; only the stall deadline
+  the same loop when it gets one: without a backoff while every slot is taken and the limit is
+  above ``min`` (waiting for a slot is the pacing), else after the retry policy's backoff (a
+  lone request, or the limit at ``min``), and never before the answer's ``Retry-After``. It does not use up ``retries``; only the stall deadline
   (``stall_timeout`` without a new byte) bounds it, so a throttled shard is read whole, late,
   never skipped or read twice.
 
@@ -162,10 +162,12 @@ class AimdLimiter:
         two requests go while the next cut or increase is decided)."""
         return math.ceil(self.limit)
 
-    def above_min(self) -> bool:
-        """Whether a cut can still lower the limit (the limiter paces the endpoint; at the
-        minimum a throttled request also waits its backoff)."""
-        return self.limit > self.min
+    def paces(self) -> bool:
+        """Whether a throttled request may retry without a backoff: every slot is taken (it
+        waits for one, so the cut limit is what spaces the requests out) and the limit is
+        above ``min`` (at the minimum the store still says "slow down": only time helps)."""
+        with self._cond:
+            return self.limit > self.min and self.in_flight >= math.ceil(self.limit)
 
     def acquire(self) -> int:
         """Wait for a free slot and take it; returns the round it was taken in (for
