@@ -238,12 +238,15 @@ def test_a_paced_throttled_attempt_waits_for_a_slot_not_a_backoff() -> None:
 
 
 def test_the_limiter_paces_only_while_every_slot_is_taken_above_min() -> None:
-    limiter = AimdLimiter(2, min=1, max=4)
+    limiter = AimdLimiter(3, min=1, max=4)
     limiter.acquire()
-    assert not limiter.paces()  # a free slot: a retry would go at once, so it must wait
+    assert not limiter.paces()  # a retry would leave a slot free: it must wait in time
     taken = limiter.acquire()
-    assert limiter.paces()
+    assert limiter.paces()  # a retry takes the last free slot
     limiter.throttled(taken)
+    assert limiter.limit == 1.5 and limiter.paces()
+    limiter.release()
+    limiter.throttled(limiter.acquire())  # taken after the cut: cuts again
     assert limiter.limit == 1.0 and not limiter.paces()  # at min: only time helps
 
 

@@ -18,8 +18,8 @@ answer's ``Retry-After`` when it has one. The one retry loop
   one slot per round. A limit that is not the bottleneck does not grow. The slots are the
   limit rounded up.
 - **Throttled is not failed.** The throttled request gives its slot back and is sent again by
-  the same loop when it gets one: without a backoff while every slot is taken and the limit is
-  above ``min`` (waiting for a slot is the pacing), else after the retry policy's backoff (a
+  the same loop when it gets one: without a backoff while its retry leaves no slot free and the
+  limit is above ``min`` (the cut limit is the pacing), else after the retry policy's backoff (a
   lone request, or the limit at ``min``), and never before the answer's ``Retry-After``. It does not use up ``retries``; only the stall deadline
   (``stall_timeout`` without a new byte) bounds it, so a throttled shard is read whole, late,
   never skipped or read twice.
@@ -163,11 +163,12 @@ class AimdLimiter:
         return math.ceil(self.limit)
 
     def paces(self) -> bool:
-        """Whether a throttled request may retry without a backoff: every slot is taken (it
-        waits for one, so the cut limit is what spaces the requests out) and the limit is
-        above ``min`` (at the minimum the store still says "slow down": only time helps)."""
+        """Whether a throttled request (its slot given back) may retry without a backoff:
+        once it takes a slot again every slot is taken (the cut limit is then what spaces
+        the requests out) and the limit is above ``min`` (at the minimum the store still
+        says "slow down": only time helps)."""
         with self._cond:
-            return self.limit > self.min and self.in_flight >= math.ceil(self.limit)
+            return self.limit > self.min and self.in_flight + 1 >= math.ceil(self.limit)
 
     def acquire(self) -> int:
         """Wait for a free slot and take it; returns the round it was taken in (for
