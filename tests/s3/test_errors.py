@@ -17,7 +17,7 @@ from wds_cloud.errors import (
     UploadError,
 )
 from wds_cloud.openers.s3.errors import error_code, s3_request, translate_error, upload_error
-from wds_cloud.openers.streams.resumable import RetryableError
+from wds_cloud.openers.streams.resumable import RetryableError, ThrottledError
 
 URL = "s3://bkt/shard-0001.tar"
 EP = "http://127.0.0.1:1"
@@ -56,7 +56,7 @@ def test_a_read_loop_request_leaves_drops_and_throttling_to_the_loop() -> None:
     assert isinstance(raised(drop), ShardOpenError)  # outside the read loop: translated
     slow = client_error("SlowDown", 503, "Please reduce your request rate.")
     got = raised(slow, retry=True)
-    assert type(got) is RetryableError and got.__cause__ is slow
+    assert type(got) is ThrottledError and got.__cause__ is slow  # the limiter backs off
     assert str(got) == "S3 answered SlowDown: Please reduce your request rate."
     assert type(raised(client_error("InternalError", 500), retry=True)) is RetryableError
     assert type(raised(slow)) is ShardOpenError  # listing and writes: botocore retried already

@@ -43,7 +43,12 @@ from wds_cloud.openers.ais.batchtar import BatchTarError, TarMemberReader, Trunc
 from wds_cloud.openers.ais.config import AisConfig, AisTarget
 from wds_cloud.openers.capabilities import RangeRequest
 from wds_cloud.openers.streams.backoff import Backoff, RetryPolicy
-from wds_cloud.openers.streams.resumable import NETWORK_ERRORS, RetryableError, Urllib3Body
+from wds_cloud.openers.streams.resumable import (
+    NETWORK_ERRORS,
+    RetryableError,
+    Urllib3Body,
+    transient_error,
+)
 from wds_cloud.settings import reject_unknown_options
 
 if TYPE_CHECKING:
@@ -305,7 +310,7 @@ class _BatchRun:
         except Exception as exc:
             status = getattr(exc, "status_code", None)
             if status in _TRANSIENT and isinstance(exc, ais_errors.AISError):
-                raise RetryableError(f"AIStore answered {status}: {exc}") from exc
+                raise transient_error(f"AIStore answered {status}: {exc}", status) from exc
             if status == 404:
                 raise _BucketMissing(exc) from exc
             raise self.access.translate(exc, url=entries[0].url, action="GetBatch") from exc

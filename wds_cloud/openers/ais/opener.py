@@ -49,6 +49,7 @@ from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.settings import reject_unknown_options
 from wds_cloud.urls import parse_object_url
 
@@ -293,6 +294,7 @@ class AisOpener:
             policy=RetryPolicy.from_config(self.config),
             retry_on=fetcher.retry_on,
             explain=fetcher.explain,
+            limiter=limiter_for(str(self.config.endpoint)),
         )
         reader.position = offset
         return reader.start()
@@ -331,6 +333,7 @@ class AisOpener:
             policy=RetryPolicy.from_config(self.config),
             retry_on=fetcher.retry_on,
             explain=fetcher.explain,
+            limiter=limiter_for(str(self.config.endpoint)),
         )
 
     read_batch = read_batch  # many ranges in one GetBatch request (openers/ais/batch.py)

@@ -17,6 +17,7 @@ from wds_cloud.openers.ais.read import Fetcher
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader, probe_first
 from wds_cloud.openers.streams.resumable import Opened
+from wds_cloud.openers.streams.throttle import limiter_for
 
 if TYPE_CHECKING:
     from wds_cloud.openers.ais.config import AisConfig, AisTarget
@@ -59,4 +60,5 @@ def open_prefetching(access: AisAccess, cfg: AisConfig, target: AisTarget) -> Pr
         explain=probe.explain,
         version=checksum,
         name="wds-ais-prefetch",
+        limiter=limiter_for(str(cfg.endpoint)),
     )

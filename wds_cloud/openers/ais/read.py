@@ -24,6 +24,7 @@ from wds_cloud.openers.streams.resumable import (
     check_content_range,
     content_range_total,
     past_end,
+    transient_error,
 )
 
 _TRANSIENT = (429, 500, 502, 503, 504)
@@ -159,7 +160,7 @@ class Fetcher:
             if isinstance(exc, ais_errors.ErrGETConflict) or (
                 isinstance(exc, ais_errors.AISError) and status in _TRANSIENT
             ):
-                raise RetryableError(f"AIStore answered {status}: {exc}") from exc
+                raise transient_error(f"AIStore answered {status}: {exc}", status) from exc
             action = f"GET from byte {offset}" if self._answered else "GET"
             raise self._error(exc, action) from exc
         length = raw.headers.get("Content-Length")

@@ -41,6 +41,7 @@ from wds_cloud.openers.clients import ProcessLocal
 from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import read_span
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.settings import reject_unknown_options
 
 try:
@@ -210,6 +211,7 @@ class AzureOpener:
             policy=RetryPolicy.from_config(self.config),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(self.endpoint(url)),
         )
         reader.position = offset
         reader.start()
@@ -235,6 +237,7 @@ class AzureOpener:
             policy=RetryPolicy.from_config(self.config),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(self.endpoint(url)),
         )
 
     def media_timeout(self) -> tuple[float, float]:

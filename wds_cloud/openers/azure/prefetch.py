@@ -16,6 +16,7 @@ from wds_cloud.openers.azure.read import BlobFetch
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader, probe_first
 from wds_cloud.openers.streams.resumable import Opened
+from wds_cloud.openers.streams.throttle import limiter_for
 
 if TYPE_CHECKING:
     from wds_cloud.openers.azure.config import AzureAccess, AzureConfig, BlobUrl
@@ -70,4 +71,5 @@ def open_prefetching(
         explain=probe.explain,
         version=etag,
         name="wds-azure-prefetch",
+        limiter=limiter_for(access.blob_url(parsed.container, parsed.key)),
     )

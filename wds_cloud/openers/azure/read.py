@@ -25,7 +25,9 @@ from wds_cloud.openers.streams.resumable import (
     check_content_range,
     content_range_total,
     past_end,
+    transient_error,
 )
+from wds_cloud.openers.streams.throttle import retry_after_seconds
 
 if TYPE_CHECKING:
     from wds_cloud.openers.azure.config import AzureAccess, BlobUrl
@@ -175,7 +177,8 @@ class BlobFetch:
         error = status_error(response)
         status = error.status
         if status >= 500 or status in (408, 429):
-            return RetryableError(f"{error} at offset {offset}")
+            wait = retry_after_seconds(response.headers.get("Retry-After"))
+            return transient_error(f"{error} at offset {offset}", status, wait)
         if status == 412:
             return ShardReadError(
                 f"blob changed or was deleted while being read (ETag {self.etag} no longer matches)",

@@ -37,6 +37,7 @@ from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connections
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import read_span
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.settings import reject_unknown_options
 from wds_cloud.urls import ObjectUrl, parse_object_url
 
@@ -238,6 +239,7 @@ class GcsOpener(RangeBatchReads):
             policy=RetryPolicy.from_config(self.config),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(self.endpoint),
         )
         reader.position = offset
         reader.start()
@@ -271,6 +273,7 @@ class GcsOpener(RangeBatchReads):
             policy=RetryPolicy.from_config(self.config),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(self.endpoint),
         )
 
     def stall_bound(self) -> float:

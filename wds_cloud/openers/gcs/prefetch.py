@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from wds_cloud.openers.gcs.errors import DEFAULT_ENDPOINT
 from wds_cloud.openers.gcs.read import MediaFetch, read_errors
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader, probe_first
 from wds_cloud.openers.streams.resumable import Opened
+from wds_cloud.openers.streams.throttle import limiter_for
 
 if TYPE_CHECKING:
     from wds_cloud.openers.gcs.config import GcsAccess, GcsConfig
@@ -74,4 +76,5 @@ def open_prefetching(
         explain=probe.explain,
         version=generation,
         name="wds-gcs-prefetch",
+        limiter=limiter_for(cfg.endpoint or DEFAULT_ENDPOINT),
     )

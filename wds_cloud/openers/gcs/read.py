@@ -29,7 +29,9 @@ from wds_cloud.openers.streams.resumable import (
     check_content_range,
     content_range_total,
     past_end,
+    transient_error,
 )
+from wds_cloud.openers.streams.throttle import retry_after_seconds
 from wds_cloud.urls import ObjectUrl
 
 try:
@@ -240,7 +242,9 @@ class MediaFetch:
         finally:
             response.close()
         if status >= 500 or status == 429:
-            return RetryableError(f"GCS answered {status} at offset {offset}: {error.message}")
+            what = f"GCS answered {status} at offset {offset}: {error.message}"
+            wait = retry_after_seconds(response.headers.get("Retry-After"))
+            return transient_error(what, status, wait)
         translate = self.access.translate
         if self.generation is None:  # the first answer: say precisely what is wrong
             if status == 404:

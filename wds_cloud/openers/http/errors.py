@@ -10,7 +10,8 @@ from __future__ import annotations
 import http.client
 
 from wds_cloud.errors import ShardNotFoundError, ShardOpenError
-from wds_cloud.openers.streams.resumable import RetryableError
+from wds_cloud.openers.streams.resumable import RetryableError, transient_error
+from wds_cloud.openers.streams.throttle import retry_after_seconds
 
 __all__ = ["TRANSIENT", "explain", "status_error"]
 
@@ -37,11 +38,13 @@ def explain(exc: BaseException) -> str:
 
 def status_error(url: str, resp: http.client.HTTPResponse) -> Exception:
     """The error for an answer with an error status: :class:`RetryableError` for 408, 429
-    and 5xx (retried by the read loop), :class:`ShardNotFoundError` for 404 and 410, else
+    and 5xx (retried by the read loop; :class:`ThrottledError` for 429 and 503, with the
+    ``Retry-After`` seconds), :class:`ShardNotFoundError` for 404 and 410, else
     :class:`ShardOpenError`; the message quotes the start of the body."""
     what = f"HTTP {resp.status} {resp.reason}{_excerpt(resp)}"
     if resp.status in TRANSIENT:
-        return RetryableError(what)
+        wait = retry_after_seconds(resp.getheader("Retry-After"))
+        return transient_error(what, resp.status, wait)
     if resp.status in (404, 410):
         return ShardNotFoundError(what, url=url)
     return ShardOpenError(what, url=url)

@@ -54,6 +54,7 @@ from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connectio
 from wds_cloud.openers.streams.prefetch import PREFETCH_OPTIONS, split_prefetch_options
 from wds_cloud.openers.streams.resumable import Opened, ResumableReader, RetryableError
 from wds_cloud.openers.streams.stream import ReadStream
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import reject_unknown_options
 
@@ -223,6 +224,7 @@ class HttpOpener(RangeBatchReads):
             retry_on=RETRY_ON,
             explain=explain,
             sleep=self._sleep,
+            limiter=limiter_for(url),
         )
         reader.position = offset
         return reader.start()

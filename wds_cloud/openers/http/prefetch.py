@@ -19,6 +19,7 @@ from wds_cloud.errors import ShardReadError
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader
 from wds_cloud.openers.streams.resumable import Opened, RetryableError, check_content_range
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.redact import redact_url
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def open_prefetching(
         explain=explain,
         version=validator,
         name="wds-http-prefetch",
+        limiter=limiter_for(url),
     )
 
 

@@ -45,6 +45,7 @@ from wds_cloud.openers.streams.resumable import (
     past_end,
     read_span,
 )
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -221,6 +222,7 @@ def read_range(
         policy=RetryPolicy.from_config(config),
         retry_on=RETRY_ON,
         explain=explain,
+        limiter=limiter_for(url),
     )
 
 

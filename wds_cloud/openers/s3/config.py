@@ -128,6 +128,11 @@ class S3Config:
         """
         return S3_SETTINGS.resolve(self, overrides, environ=environ)
 
+    def throttle_endpoint(self, bucket: str) -> str:
+        """The endpoint whose requests share a throttling limiter: the custom endpoint, else
+        the bucket's AWS host (S3 throttles per bucket prefix)."""
+        return self.endpoint_url or f"{bucket}.s3.amazonaws.com"
+
     def request_args(self) -> dict[str, str]:
         """Arguments every object request carries (``RequestPayer`` for requester-pays)."""
         return {"RequestPayer": "requester"} if self.requester_pays else {}

@@ -24,7 +24,13 @@ from wds_cloud.errors import (
     ShardReadError,
     UploadError,
 )
-from wds_cloud.openers.streams.resumable import NETWORK_ERRORS, RetryableError, TranslateError
+from wds_cloud.openers.streams.resumable import (
+    NETWORK_ERRORS,
+    RetryableError,
+    TranslateError,
+    transient_error,
+)
+from wds_cloud.openers.streams.throttle import retry_after_seconds
 
 try:
     import botocore.exceptions as bexc
@@ -50,6 +56,8 @@ _THROTTLED = {
     "InternalError",
     "ServiceUnavailable",
 }
+#: The codes among them that mean "slow down" (a :class:`ThrottledError`, like 429 and 503).
+_SLOW_DOWN = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
 _NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}
 _DENIED = {
     "AccessDenied",
@@ -132,14 +140,18 @@ def read_errors() -> tuple[type[BaseException], ...]:
 
 
 def retryable(exc: BaseException) -> RetryableError | None:
-    """A :class:`RetryableError` for a throttling or 5xx ``ClientError``, else None."""
+    """A :class:`RetryableError` for a throttling or 5xx ``ClientError`` (a
+    :class:`ThrottledError` for ``SlowDown``, 429 and 503), else None."""
     if not isinstance(exc, bexc.ClientError):
         return None
     error = exc.response.get("Error", {})
     code = str(error.get("Code", ""))
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
     if code in _THROTTLED or status == 429 or status >= 500:
-        return RetryableError(f"S3 answered {code or status}: {error.get('Message') or exc}")
+        what = f"S3 answered {code or status}: {error.get('Message') or exc}"
+        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}
+        wait = retry_after_seconds(headers.get("retry-after"))
+        return transient_error(what, 503 if code in _SLOW_DOWN else status, wait)
     return None
 
 

@@ -35,6 +35,7 @@ from wds_cloud.openers.streams.backoff import RetryPolicy, stall_bound
 from wds_cloud.openers.streams.batchread import RangeBatchReads, batch_connections
 from wds_cloud.openers.streams.resumable import ResumableReader, read_span
 from wds_cloud.openers.streams.stream import ReadStream
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import reject_unknown_options
 
@@ -99,7 +100,9 @@ class S3Opener(RangeBatchReads):
 
     def _make_read_client(self) -> Any:
         timeout = RetryPolicy.from_config(self.config).read_timeout(self.config.read_timeout)
-        return self._make_client(1, timeout)
+        # botocore's ``max_attempts`` counts retries after the first attempt: 0, one attempt
+        # (with 1 botocore retried a 503 SlowDown itself, hidden from the read loop's limiter)
+        return self._make_client(0, timeout)
 
     def _make_client(self, attempts: int, read_timeout: float | None) -> Any:
         if boto3 is None:
@@ -188,6 +191,7 @@ class S3Opener(RangeBatchReads):
             policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(cfg.throttle_endpoint(bucket)),
         )
         return reader.start()
 
@@ -217,6 +221,7 @@ class S3Opener(RangeBatchReads):
             policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(cfg.throttle_endpoint(bucket)),
         )
         reader.position = offset
         return reader.start()
@@ -251,6 +256,7 @@ class S3Opener(RangeBatchReads):
             policy=RetryPolicy.from_config(cfg),
             retry_on=read_errors(),
             explain=fetch.explain,
+            limiter=limiter_for(cfg.throttle_endpoint(bucket)),
         )
 
     # -- listing ---------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from wds_cloud.openers.s3.errors import read_errors, s3_request
+from wds_cloud.openers.s3.errors import read_errors, retryable, s3_request
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader
-from wds_cloud.openers.streams.resumable import Opened, check_content_range
+from wds_cloud.openers.streams.resumable import Opened, ThrottledError, check_content_range
+from wds_cloud.openers.streams.throttle import limiter_for
 
 if TYPE_CHECKING:
     from wds_cloud.openers.s3.config import S3Access, S3Config
@@ -41,10 +42,17 @@ def open_prefetching(
         bucket: its bucket.
         key: its key.
     """
+    limiter = limiter_for(cfg.throttle_endpoint(bucket))
+    taken = limiter.acquire() if limiter is not None else 0
     try:
         head = access.client.head_object(Bucket=bucket, Key=key, **access.extra)
-    except Exception:
+    except Exception as exc:
+        if limiter is not None and isinstance(retryable(exc), ThrottledError):
+            limiter.throttled(taken)  # the streaming GET retries; the limit backs off
         return None
+    finally:
+        if limiter is not None:
+            limiter.release()
     size = int(head["ContentLength"])
     chunk = int(cfg.prefetch_chunk or 1)
     if size <= chunk:
@@ -63,6 +71,7 @@ def open_prefetching(
         explain=functools.partial(explain, access.translate, url),
         version=etag,
         name="wds-s3-prefetch",
+        limiter=limiter,
     )
 
 

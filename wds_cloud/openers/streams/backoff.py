@@ -129,6 +129,8 @@ class Backoff:
 
     Attributes:
         failures: consecutive failed attempts since the last progress.
+        throttles: consecutive throttled attempts that waited, since the last progress
+            (:meth:`throttled`).
     """
 
     def __init__(
@@ -142,11 +144,13 @@ class Backoff:
         self._clock = clock
         self._sleep = sleep
         self.failures = 0
+        self.throttles = 0
         self._since = clock()
 
     def progress(self) -> None:
-        """New bytes arrived: the retry count and the stall clock start again."""
+        """New bytes arrived: the retry counts and the stall clock start again."""
         self.failures = 0
+        self.throttles = 0
         self._since = self._clock()
 
     def touch(self) -> None:
@@ -176,4 +180,30 @@ class Backoff:
             return f"giving up after {self.policy.retries} retries without progress"
         delay = self.policy.backoff * 2 ** (self.failures - 1)
         self._sleep(max(0.0, min(delay, self.policy.max_backoff, limit - idle)))
+        return None
+
+    def throttled(self, retry_after: float | None = None, *, paced: bool = False) -> str | None:
+        """Record a throttled attempt (the server said "slow down"): it does not count
+        against ``retries``; wait and return None, or return why to stop (only the stall
+        deadline stops a throttled read).
+
+        The wait is ``retry_after`` when the server gave one; else nothing when ``paced``
+        (the endpoint's limiter has every slot taken: the attempt waits for one instead),
+        else the backoff of the throttled attempts in a
+        row (doubling from ``backoff`` up to ``max_backoff``); never past the deadline.
+        """
+        idle = self.idle()
+        limit = self.policy.stall_timeout
+        if idle >= limit:
+            return f"stalled: throttled, no new data for {idle:.1f} s (stall_timeout {limit:g} s)"
+        if retry_after is None and paced:
+            return None
+        self.throttles += 1
+        if retry_after is None:
+            delay = min(
+                self.policy.backoff * 2 ** min(self.throttles - 1, 30), self.policy.max_backoff
+            )
+        else:
+            delay = retry_after
+        self._sleep(max(0.0, min(delay, limit - idle)))
         return None

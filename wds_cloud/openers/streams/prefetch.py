@@ -44,6 +44,7 @@ from wds_cloud.openers.streams.resumable import (
     ResumableReader,
     content_range_total,
 )
+from wds_cloud.openers.streams.throttle import AimdLimiter
 from wds_cloud.redact import redact_url
 from wds_cloud.settings import BYTES, INT, Field, at_least
 
@@ -123,6 +124,9 @@ class PrefetchReader(io.RawIOBase):
             size and version from a first ranged GET and hand its body over); used for part
             0's first attempt, closed by :meth:`close` if never used.
         name: thread name prefix (``wds-s3-prefetch``).
+        limiter: the endpoint's requests-in-flight limit, shared with its other readers
+            (:mod:`wds_cloud.openers.streams.throttle`): each part holds a slot while it is
+            requested and read; None: ``parts`` requests in flight.
 
     Attributes:
         url: the object URL.
@@ -149,6 +153,7 @@ class PrefetchReader(io.RawIOBase):
         version: Any = None,
         first: Opened | None = None,
         name: str = "wds-prefetch",
+        limiter: AimdLimiter | None = None,
     ) -> None:
         super().__init__()
         if parts < 1 or part_size < 1 or size < 0:
@@ -164,6 +169,7 @@ class PrefetchReader(io.RawIOBase):
         self._policy = policy or RetryPolicy()
         self._retry_on = retry_on
         self._explain = explain
+        self._limiter = limiter
         self._lock = threading.Lock()
         self._nchunks = (size + part_size - 1) // part_size
         self._depth = parts
@@ -217,6 +223,8 @@ class PrefetchReader(io.RawIOBase):
             explain=self._explain,
             origin=start,
             sleep=self._cancel.wait,  # close() interrupts the backoff
+            limiter=self._limiter,
+            hold=True,
         )
         got = 0
         try:

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from wds_cloud.errors import ShardError, ShardOpenError, ShardReadError
 from wds_cloud.openers.streams.backoff import Backoff, RetryPolicy
+from wds_cloud.openers.streams.throttle import AimdLimiter
 from wds_cloud.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,35 @@ _READ1_MAX = 1 << 20
 
 class RetryableError(ConnectionError):
     """An answer that may succeed when requested again (HTTP 408/429/5xx, throttling)."""
+
+
+class ThrottledError(RetryableError):
+    """The server said "slow down" (S3 ``SlowDown``, HTTP 429 or 503): retried without using
+    up ``retries``, and the endpoint's limiter backs off
+    (:mod:`wds_cloud.openers.streams.throttle`).
+
+    Attributes:
+        retry_after: the seconds the answer's ``Retry-After`` asked for, or None.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+#: HTTP statuses that mean "slow down" (each backend's transient answers among them become a
+#: :class:`ThrottledError`).
+THROTTLE_STATUSES = (429, 503)
+
+
+def transient_error(
+    message: str, status: int | None, retry_after: float | None = None
+) -> RetryableError:
+    """The error of a transient answer: :class:`ThrottledError` for 429 and 503, else
+    :class:`RetryableError`."""
+    if status in THROTTLE_STATUSES:
+        return ThrottledError(message, retry_after)
+    return RetryableError(message)
 
 
 class Body(Protocol):
@@ -132,6 +162,12 @@ class ResumableReader(io.RawIOBase):
         origin: object offset of this reader's byte 0 (a ranged part), for messages only.
         clock: monotonic clock for the stall deadline.
         sleep: the backoff wait.
+        limiter: the endpoint's requests-in-flight limit (:func:`throttle.limiter_for
+            <wds_cloud.openers.streams.throttle.limiter_for>`); None: no limit, and a
+            :class:`ThrottledError` counts against ``retries`` like any failure.
+        hold: keep the slot until the body is read (a reader a worker thread reads through:
+            prefetch parts, ranged reads); False gives it back when the answer arrives (a
+            stream the consumer reads at its own pace).
 
     Attributes:
         position: bytes delivered so far.
@@ -150,9 +186,14 @@ class ResumableReader(io.RawIOBase):
         origin: int = 0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = time.sleep,
+        limiter: AimdLimiter | None = None,
+        hold: bool = False,
     ) -> None:
         super().__init__()
         self._fetch = fetch
+        self._limiter = limiter
+        self._hold = hold
+        self._slot: int | None = None  # the round the held slot was taken in
         self.url = url
         self.size = size
         self.policy = policy or RetryPolicy()
@@ -187,7 +228,24 @@ class ResumableReader(io.RawIOBase):
     # -- the loop ---------------------------------------------------------------------------
 
     def _open(self) -> None:
-        opened = self._fetch(self.position)
+        limiter = self._limiter
+        if limiter is None:
+            opened = self._fetch(self.position)
+        else:
+            if self._slot is None:
+                self._slot = limiter.acquire()
+            try:
+                opened = self._fetch(self.position)
+            except ThrottledError:
+                limiter.throttled(self._slot)
+                self._free()
+                raise
+            except BaseException:
+                self._free()
+                raise
+            limiter.accept()
+            if not self._hold:
+                self._free()
         if opened.start > self.position:
             opened.body.close()
             raise ShardReadError(
@@ -200,7 +258,15 @@ class ResumableReader(io.RawIOBase):
         self._body = opened.body
         self._skip = self.position - opened.start
 
+    def _free(self) -> None:
+        """Give the limiter's slot back (if one is held)."""
+        if self._slot is not None:
+            self._slot = None
+            assert self._limiter is not None
+            self._limiter.release()
+
     def _drop(self) -> None:
+        self._free()
         body, self._body = self._body, None
         if body is not None:
             try:
@@ -232,6 +298,7 @@ class ResumableReader(io.RawIOBase):
         if self.size is not None:
             n = min(n, self.size - self.position)
             if n <= 0 and not self._starting:
+                self._free()  # read to its end
                 return b""
         while True:
             error: BaseException | None = None
@@ -252,9 +319,14 @@ class ResumableReader(io.RawIOBase):
                 self._backoff.progress()
                 return data
             if error is None and self.size is None:
+                self._free()
                 return b""  # a clean end of a stream of unknown length
             self._drop()  # an error, or the end before the announced size
-            reason = self._backoff.retry()
+            if isinstance(error, ThrottledError) and self._limiter is not None:
+                paced = self._limiter.paces()
+                reason = self._backoff.throttled(error.retry_after, paced=paced)
+            else:
+                reason = self._backoff.retry()
             if reason is not None:
                 raise self._give_up(reason, error) from error
             self.resumes += 1
@@ -355,8 +427,10 @@ def read_span(
     policy: RetryPolicy | None = None,
     retry_on: tuple[type[BaseException], ...] = NETWORK_ERRORS,
     explain: Callable[[BaseException], str] | None = None,
+    limiter: AimdLimiter | None = None,
 ) -> bytes:
-    """Bytes ``offset .. offset + length`` of an object, read by one :class:`ResumableReader`.
+    """Bytes ``offset .. offset + length`` of an object, read by one :class:`ResumableReader`
+    (holding a slot of ``limiter``, the endpoint's, until the bytes are read).
 
     The backends' ``read_range`` (random access through shard indexes) call this: one ranged
     request, resumed from the last byte received if the connection drops, with the same retry
@@ -383,6 +457,8 @@ def read_span(
         retry_on=retry_on,
         explain=explain,
         origin=offset,
+        limiter=limiter,
+        hold=True,
     )
     parts: list[bytes] = []
     got = 0

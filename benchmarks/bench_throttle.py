@@ -1,0 +1,153 @@
+"""Throttling: a loader behind a proxy that answers 503 above R requests a second, with the AIMD
+limiter on (the default) and off (``WDS_CLOUD_THROTTLE=0``); and with no 503s, on vs off.
+
+Run from the repository root (it starts an HTTP file server and
+:class:`tests.support.throttle_proxy.ThrottleProxy` on 127.0.0.1, in this process)::
+
+    python benchmarks/bench_throttle.py                   # R = 50/s, 32 shards, prefetch=16
+    python benchmarks/bench_throttle.py --rate 50 --shards 8 --rounds 1
+
+Each cell reads every shard with ``WebDataset`` (parallel ranged reads, ``prefetch`` parts of
+``--part-kib`` KiB, read-ahead on) through the proxy, which waits ``--delay`` seconds before
+forwarding each request (a far-away store: requests a second then follow requests in flight).
+The proxy's token bucket holds ``--burst`` seconds of R (0.2 s: 10 requests at R = 50).
+A shard that fails is counted (the handler skips it) and the samples are compared with a direct
+read: "lost" and "repeated" count samples missing or seen twice. "req/s" is the proxy's
+forwarded GETs a second over the cell's wall time; "of R" divides it by the rate. Cells are
+interleaved round by round; the median round is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from tests.support import tarbuild  # noqa: E402
+from tests.support.http_server import HttpFileServer  # noqa: E402
+from tests.support.throttle_proxy import ThrottleProxy  # noqa: E402
+
+
+def make_shards(root: Path, shards: int, samples: int, size: int) -> list[str]:
+    names = []
+    for s in range(shards):
+        rng = random.Random(s)
+        members = []
+        for i in range(samples):
+            key = f"s{s:03d}_{i:04d}"
+            members += [(f"{key}.txt", key.encode()), (f"{key}.bin", rng.randbytes(size))]
+        name = f"shard-{s:03d}.tar"
+        tarbuild.write(str(root / name), tarbuild.tar_bytes(members, mtime=0))
+        names.append(name)
+    return names
+
+
+def read_all(base: str, names: list[str], prefetch: int, part: int) -> tuple[Counter[str], int]:
+    """(sample keys seen, failed shards) of one pass."""
+    from wds_cloud import WebDataset
+    from wds_cloud.openers.http.opener import HttpOpener
+    from wds_cloud.openers.registry import OpenerRegistry
+
+    failed: list[BaseException] = []
+
+    def skip(exc: BaseException) -> bool:
+        failed.append(exc)
+        return True
+
+    registry = OpenerRegistry()
+    registry.register("http", HttpOpener(prefetch=prefetch, prefetch_chunk=part), override=True)
+    urls = [f"{base}/{n}" for n in names]
+    dataset = WebDataset(urls, registry=registry, shardshuffle=False, handler=skip)
+    seen: Counter[str] = Counter(s["__key__"] for s in dataset)
+    return seen, len(failed)
+
+
+def cell(
+    server: HttpFileServer, names: list[str], args: argparse.Namespace, rate: float | None, on: bool
+) -> dict[str, Any]:
+    os.environ["WDS_CLOUD_THROTTLE"] = "1" if on else "0"
+    burst = max(2.0, (rate or 0) * args.burst)
+    with ThrottleProxy(
+        server.port, rate=rate, style="http", burst=burst, delay=args.delay
+    ) as proxy:
+        start = time.monotonic()
+        seen, failed = read_all(proxy.url, names, args.prefetch, args.part_kib << 10)
+        wall = time.monotonic() - start
+        gets = proxy.forwarded
+    expected = args.shards * args.samples
+    return {
+        "wall": wall,
+        "samples/s": sum(seen.values()) / wall,
+        "req/s": gets / wall,
+        "failed": failed,
+        "lost": expected - len(seen),
+        "repeated": sum(n - 1 for n in seen.values()),
+        "503s": proxy.throttled,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=50.0, help="R: requests/s let through")
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds added per request")
+    parser.add_argument(
+        "--burst", type=float, default=0.2, help="seconds of R the proxy lets burst"
+    )
+    parser.add_argument("--shards", type=int, default=32)
+    parser.add_argument("--samples", type=int, default=64, help="samples per shard")
+    parser.add_argument("--size", type=int, default=8000, help="bytes per sample")
+    parser.add_argument("--prefetch", type=int, default=16)
+    parser.add_argument("--part-kib", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    cells = [
+        ("503 above R, throttle on", args.rate, True),
+        ("503 above R, throttle off", args.rate, False),
+        ("no 503s, throttle on", None, True),
+        ("no 503s, throttle off", None, False),
+    ]
+    saved = os.environ.get("WDS_CLOUD_THROTTLE")
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in cells}
+    with tempfile.TemporaryDirectory() as tmp:
+        names = make_shards(Path(tmp), args.shards, args.samples, args.size)
+        with HttpFileServer(Path(tmp)) as server:
+            try:
+                for _ in range(args.rounds):
+                    for name, rate, on in cells:
+                        results[name].append(cell(server, names, args, rate, on))
+            finally:
+                if saved is None:
+                    os.environ.pop("WDS_CLOUD_THROTTLE", None)
+                else:
+                    os.environ["WDS_CLOUD_THROTTLE"] = saved
+    print(
+        f"R = {args.rate:g} requests/s, {args.delay * 1000:g} ms per request, {args.shards} "
+        f"shards x {args.samples} samples x {args.size} B, prefetch={args.prefetch} x "
+        f"{args.part_kib} KiB, median of {args.rounds} rounds"
+    )
+    print(
+        f"{'cell':28} {'samples/s':>10} {'req/s':>8} {'of R':>6} {'failed':>7} "
+        f"{'lost':>5} {'repeated':>8} {'503s':>6}"
+    )
+    for name, rate, _ in cells:
+        runs = sorted(results[name], key=lambda r: r["samples/s"])
+        mid = runs[len(runs) // 2]
+        share = f"{mid['req/s'] / rate:.2f}" if rate else "-"
+        print(
+            f"{name:28} {mid['samples/s']:>10.0f} {mid['req/s']:>8.1f} {share:>6} "
+            f"{mid['failed']:>7} {mid['lost']:>5} {mid['repeated']:>8} {mid['503s']:>6}"
+        )
+
+
+if __name__ == "__main__":
+    main()
