@@ -265,6 +265,13 @@ class ReadAhead:
 _END = object()
 
 
+def _autotuned(args: dict[str, Any]) -> Any:
+    """``make_loader(**args)`` with the setting ``autotune`` found (``wds_cloud.tools.tune``)."""
+    from wds_cloud.tools.tune.hook import autotuned_loader
+
+    return autotuned_loader(make_loader, args)
+
+
 def make_loader(
     urls: str | Iterable[str],
     *,
@@ -359,9 +366,7 @@ def make_loader(
         ConfigError: bad sizes, or ``prefetch_to_device`` without ``device``.
     """
     if autotune:
-        from wds_cloud.tools.tune.hook import autotuned_loader
-
-        return autotuned_loader(make_loader, dict(locals()))
+        return _autotuned(dict(locals()))  # first: the locals are the arguments only
     num_workers = 4 if num_workers is None else num_workers
     prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
     if batch_size < 1:

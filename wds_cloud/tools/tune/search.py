@@ -12,7 +12,8 @@ under a memory budget and a time budget.
 3. Before a trial its memory is estimated from the trials so far (per reading process, plus the
    stream buffers the setting adds); a setting whose estimate is over the budget is skipped, a
    trial whose measured memory goes over it is stopped. Neither can be chosen.
-4. No trial starts unless it is expected to end within ``seconds`` of the start.
+4. No trial starts unless it is expected to end within ``seconds`` of the start, except when
+   the seed is over the budget: then fewer workers are tried until one fits, however long.
 """
 
 from __future__ import annotations
@@ -64,23 +65,31 @@ def axis_order(verdict: str | None) -> tuple[str, ...]:
 
 
 class _Estimator:
-    """Memory of a setting, from the trials so far: ``base + readers x (per reader +
-    the setting's stream buffers)``, readers being the workers (or the main process)."""
+    """Memory of a setting, from the trials so far: without workers, ``base +`` what the
+    main process added in such a trial ``+`` the setting's stream buffers; with ``w`` workers,
+    ``base + w x (per worker + the setting's stream buffers)``, the cost per worker being the
+    largest seen so far."""
 
     def __init__(self, base: int) -> None:
         self.base = base
-        self.per_reader = 0
+        self.per_worker = 0
+        self.main = 0
 
     def learn(self, trial: Trial) -> None:
         if trial.memory <= 0 or trial.status.startswith(SKIPPED):
             return
-        readers = max(1, trial.setting.num_workers)
-        extra = trial.memory - self.base - readers * trial.setting.buffer_bytes()
-        self.per_reader = max(self.per_reader, extra // readers)
+        workers = trial.setting.num_workers
+        extra = trial.memory - self.base - max(1, workers) * trial.setting.buffer_bytes()
+        if workers:
+            self.per_worker = max(self.per_worker, extra // workers)
+        else:
+            self.main = max(self.main, extra)
 
     def estimate(self, setting: Setting) -> int:
-        readers = max(1, setting.num_workers)
-        return self.base + readers * (self.per_reader + setting.buffer_bytes())
+        workers = setting.num_workers
+        if not workers:
+            return self.base + self.main + setting.buffer_bytes()
+        return self.base + workers * (self.per_worker + setting.buffer_bytes())
 
 
 def search(
@@ -159,11 +168,16 @@ def search(
         return trial.samples_per_s if trial.ok and trial.samples_per_s is not None else -math.inf
 
     seed = measure(space.seed, profile=True)
+    if seed.error is not None and not isinstance(seed.error, ConfigError):
+        # not the caller's arguments (a worker died): once more, without the profiler
+        del seen[seed.setting.key()]
+        seed = measure(space.seed)
     if seed.error is not None:
         raise ConfigError(f"tune: the first trial failed: {seed.error}") from seed.error
     current = seed
-    # over the budget from the start: fewer workers until one fits
-    while not current.ok and current.setting.num_workers > 0 and time_left():
+    # over the budget from the start: fewer workers until one fits (past the time budget if
+    # need be: at most one trial per value of the axis, and without it there is no answer)
+    while not current.ok and current.setting.num_workers > 0:
         lower = space.neighbours("num_workers", current.setting)[0]
         if lower.num_workers >= current.setting.num_workers:
             break
