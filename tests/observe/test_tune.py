@@ -297,3 +297,26 @@ def test_cli_budget_below_the_process_is_a_clear_error(shard_dir: Path) -> None:
     done = _tune(str(shard_dir / "shard-00.tar"), "--memory-budget", "1MiB")
     assert done.returncode == 1
     assert done.stderr.startswith("wds-cloud tune: error: tune: memory budget 1 MiB is not above")
+
+
+def test_remote_shards_tune_read_ahead_and_ranged_reads_and_the_code_runs(
+    http_server: Any,
+) -> None:
+    urls = [f"http://127.0.0.1:{http_server.port}/shard-{i:02d}.tar" for i in range(SHARDS)]
+    result = tune(urls, batch_size=8, to_tuple=FIELDS, shuffle_buffer=16, **QUICK)
+    assert result.setting.readahead is not None and result.setting.prefetch is not None
+    assert result.trials[0].setting.readahead == 16 << 20  # the registry's default
+    kwargs = result.kwargs()
+    assert kwargs["registry"].readahead == result.setting.readahead
+    assert kwargs["prefetch"] == result.setting.prefetch
+    namespace: dict[str, Any] = {}
+    exec(compile(result.as_code(), "<as_code>", "exec"), namespace)
+    assert sorted(keys_of(namespace["loader"])) == expected_keys()
+
+
+def test_cli_does_not_print_credentials_in_the_code(http_server: Any) -> None:
+    spec = f"http://user:hunter2@127.0.0.1:{http_server.port}/shard-{{00..03}}.tar"
+    done = _tune(spec, "--batch-size", "8", "--seconds", "2", "--trial-seconds", "0.3", "-q")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "hunter2" not in done.stdout + done.stderr
+    assert f"127.0.0.1:{http_server.port}/shard-{{00..03}}.tar" in done.stdout

@@ -12,6 +12,7 @@ from wds_cloud.cli.common import emit_json, spec_input
 from wds_cloud.cli.misc import positive_int
 from wds_cloud.cli.text import redact_data
 from wds_cloud.errors import ConfigError
+from wds_cloud.redact import redact_text
 from wds_cloud.settings import parse_bytes, parse_seconds
 
 
@@ -66,7 +67,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         print(result.table())
         print()
-        print(result.as_code(), end="")
+        print(redact_text(result.as_code()), end="")  # credentials in URLs are not shown
     return 0
 
 

@@ -19,6 +19,9 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from wds_cloud.openers.streams.prefetch import DEFAULT_PREFETCH_CHUNK
+from wds_cloud.openers.streams.readahead import DEFAULT_READAHEAD
+
 __all__ = ["AXES", "Setting", "Space"]
 
 #: Axis names in the order the search visits them when the verdict says nothing more useful.
@@ -28,8 +31,6 @@ _MIB = 1 << 20
 _READAHEAD = (0, 4 * _MIB, 16 * _MIB, 64 * _MIB)
 _PREFETCH = (0, 4, 8, 16)
 _PREFETCH_FACTOR = (1, 2, 4, 8)
-DEFAULT_READAHEAD = 16 * _MIB
-DEFAULT_PREFETCH_CHUNK = 4 * _MIB
 
 
 @dataclass(frozen=True)
