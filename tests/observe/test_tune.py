@@ -194,7 +194,10 @@ def test_space_axes_follow_cores_shards_and_remoteness() -> None:
     assert local.size() == 4 * 4 * 5 * 2
     assert not local.applies("prefetch_factor", Setting(0, 2, 64, True))
     assert Setting(0, 1, 8, False).key() == Setting(0, 8, 8, True).key()
-    assert [s.num_workers for s in local.neighbours("num_workers", local.seed)] == [1, 3]
+    assert [s.num_workers for s in local.neighbours("num_workers", local.seed)] == [0, 1, 3]
+    one = local.seed.with_value("num_workers", 1)
+    assert [s.num_workers for s in local.neighbours("num_workers", one)] == [0, 2]
+    assert [s.inner_batch for s in local.neighbours("inner_batch", local.seed)] == [32, 128]
 
 
 def test_the_verdict_picks_the_first_axis() -> None:

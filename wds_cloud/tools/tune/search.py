@@ -5,7 +5,9 @@ under a memory budget and a time budget.
    verdict picks the axis to move first (network-bound: ``prefetch`` and ``readahead``;
    transfer- or main-process-bound: ``inner_batch`` and ``shm_batches``; otherwise
    ``num_workers``).
-2. Along one axis at a time, the two neighbours of the current setting are measured; the
+2. Along one axis at a time, the two neighbours of the current setting are measured (on the
+   ``num_workers`` axis also 0: reading in the main process moves no batch between processes,
+   a mode of its own that the neighbours do not predict); the
    search moves to the better one when it beats the current rate by more than
    :data:`MIN_GAIN`, and keeps going that way while it does. Then the next axis; the axes are
    gone through again while a pass changed something and time remains.
@@ -19,6 +21,7 @@ under a memory budget and a time budget.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -133,10 +136,13 @@ def search(
     estimator = _Estimator(base)
     trials: list[Trial] = []
     seen: dict[tuple[Any, ...], Trial] = {}
-    overhead = [0.0]  # start-up and shut-down seconds per trial, the largest seen
+    # start-up and shut-down seconds of the unprofiled trials (a profiled one can take far
+    # longer to shut down: its workers write their last measurements)
+    overheads: list[float] = []
 
     def time_left() -> bool:
-        return time.monotonic() + per_trial + overhead[0] <= started + seconds
+        expected = statistics.median(overheads) if overheads else 1.0
+        return time.monotonic() + per_trial + expected <= started + seconds
 
     def measure(setting: Setting, profile: bool = False) -> Trial:
         known = seen.get(setting.key())
@@ -155,7 +161,8 @@ def search(
                 batch_size=batch_size,
                 profile=profile,
             )
-            overhead[0] = max(overhead[0], time.monotonic() - began - per_trial)
+            if not profile:
+                overheads.append(time.monotonic() - began - per_trial)
             estimator.learn(trial)
         seen[setting.key()] = trial
         trials.append(trial)
@@ -177,11 +184,10 @@ def search(
     current = seed
     # over the budget from the start: fewer workers until one fits (past the time budget if
     # need be: at most one trial per value of the axis, and without it there is no answer)
-    while not current.ok and current.setting.num_workers > 0:
-        lower = space.neighbours("num_workers", current.setting)[0]
-        if lower.num_workers >= current.setting.num_workers:
-            break
-        current = measure(lower)
+    workers = space.axes["num_workers"]
+    while not current.ok and current.setting.num_workers in workers[1:]:
+        fewer = workers[workers.index(current.setting.num_workers) - 1]
+        current = measure(current.setting.with_value("num_workers", fewer))
     order = [a for a in axis_order(seed.verdict) if a in space.axes]
     changed = True
     while changed and time_left():
@@ -228,8 +234,8 @@ def _descend(
         steps = space.neighbours(axis, current.setting)
         values = space.axes[axis]
         here = values.index(getattr(current.setting, axis))
-        if direction:
-            steps = [s for s in steps if (values.index(getattr(s, axis)) - here) == direction]
+        if direction:  # keep going the way that paid
+            steps = [s for s in steps if (values.index(getattr(s, axis)) - here) * direction > 0]
         best = current
         for step in steps:
             if not time_left():
@@ -241,6 +247,6 @@ def _descend(
                 best = trial
         if best is current:
             return current
-        direction = values.index(getattr(best.setting, axis)) - here
+        direction = 1 if values.index(getattr(best.setting, axis)) > here else -1
         current = best
     return current

@@ -160,11 +160,16 @@ class Space:
         return not (axis in ("prefetch_factor", "shm_batches") and setting.num_workers == 0)
 
     def neighbours(self, axis: str, setting: Setting) -> list[Setting]:
-        """The settings one step down and one step up ``axis`` from ``setting``."""
+        """The settings one step down and one step up ``axis`` from ``setting``; on the
+        ``num_workers`` axis also no workers (reading in the main process), when it is not
+        one of them."""
         values = self.axes[axis]
         current = getattr(setting, axis)
         i = values.index(current) if current in values else 0
-        return [setting.with_value(axis, values[j]) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+        steps = [j for j in (i - 1, i + 1) if 0 <= j < len(values)]
+        if axis == "num_workers" and i > 1 and values[0] == 0:
+            steps.insert(0, 0)
+        return [setting.with_value(axis, values[j]) for j in steps]
 
     def size(self) -> int:
         """Settings in the full grid (the exhaustive search a benchmark compares with)."""
