@@ -180,12 +180,22 @@ def run_regime(regime: str, urls: list[str], conf: dict[str, Any], quick: bool) 
     grid_wall = time.monotonic() - t0
     grid_best = max(rates, key=lambda s: rates[s])
     log(f"{regime}: tuner, {conf['tune_seconds']} s")
-    result = search(build, urls, space, batch_size=bs, seconds=conf["tune_seconds"], budget=budget)
+    result = search(
+        build,
+        urls,
+        space,
+        batch_size=bs,
+        seconds=conf["tune_seconds"],
+        budget=budget,
+        progress=lambda line: log("  " + line),
+    )
     checks: dict[str, list[float]] = {"grid": [], "tuned": []}
     for rnd in range(conf["rounds"]):
         order = [("grid", grid_best), ("tuned", result.setting)]
         for name, setting in order if rnd % 2 == 0 else order[::-1]:
             checks[name].append(measure(build, setting, conf["check_seconds"], budget, bs))
+    ordered = sorted(rates, key=lambda s: rates[s], reverse=True)
+    ranks = {s.key(): i + 1 for i, s in enumerate(ordered)}  # the tuned choice's place
     grid_again = statistics.median(checks["grid"])
     tuned_again = statistics.median(checks["tuned"])
     return {
@@ -196,9 +206,7 @@ def run_regime(regime: str, urls: list[str], conf: dict[str, Any], quick: bool) 
         "grid_best_rate": rates[grid_best],
         "tuned": result.setting.values(),
         "tuned_rate": result.samples_per_s,
-        "tuned_rank_in_grid": sorted(rates.values(), reverse=True).index(rates[result.setting]) + 1
-        if result.setting in rates
-        else None,
+        "tuned_rank_in_grid": ranks.get(result.setting.key()),
         "tune_seconds": result.seconds,
         "trials": len(result.trials),
         "grid_best_again": grid_again,
