@@ -82,6 +82,7 @@ def test_tree_memory_counts_a_child_process_and_its_pages() -> None:
     assert child.pid not in descendants(os.getpid())
 
 
+@pytest.mark.slow
 def test_the_search_never_keeps_a_trial_over_the_budget(local_urls: list[str]) -> None:
     budget = tree_memory() + BALLAST // 3
     result = tune(
@@ -111,6 +112,7 @@ def test_a_budget_below_the_process_itself_is_refused_before_any_trial(
 # -- the result -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tuned_kwargs_build_a_loader_that_reads_every_sample(local_urls: list[str]) -> None:
     result = tune(local_urls, batch_size=8, to_tuple=FIELDS, shuffle_buffer=16, **QUICK)
     assert result.trials[0].setting == Space.build(batch_size=8, cores=2, shards=SHARDS).seed
@@ -132,6 +134,7 @@ def test_tuned_kwargs_build_a_loader_that_reads_every_sample(local_urls: list[st
     )
 
 
+@pytest.mark.slow
 def test_as_code_round_trips(local_urls: list[str]) -> None:
     result = tune(local_urls, batch_size=8, to_tuple=FIELDS, shuffle_buffer=16, **QUICK)
     code = result.as_code()
@@ -143,6 +146,7 @@ def test_as_code_round_trips(local_urls: list[str]) -> None:
     assert "to_tuple=('__key__', 'cls')," in code and "batch_size=8," in code
 
 
+@pytest.mark.slow
 def test_as_code_names_the_callers_functions_it_cannot_print(local_urls: list[str]) -> None:
     result = tune(local_urls, batch_size=8, to_tuple=FIELDS, map=Ballast(), **QUICK)
     code = result.as_code()
@@ -150,6 +154,7 @@ def test_as_code_names_the_callers_functions_it_cannot_print(local_urls: list[st
     compile(code, "<as_code>", "exec")
 
 
+@pytest.mark.slow
 def test_explicit_arguments_are_kept_and_not_searched(local_urls: list[str]) -> None:
     result = tune(local_urls, batch_size=8, to_tuple=FIELDS, num_workers=1, **QUICK)
     assert {t.setting.num_workers for t in result.trials} == {1}
@@ -157,6 +162,7 @@ def test_explicit_arguments_are_kept_and_not_searched(local_urls: list[str]) -> 
     assert result.as_code().count("num_workers=1,") == 1
 
 
+@pytest.mark.slow
 def test_autotune_loader_delivers_the_same_samples_every_epoch(local_urls: list[str]) -> None:
     kw: dict[str, Any] = {"batch_size": 8, "to_tuple": FIELDS, "shuffle_buffer": 16}
     plain = make_loader(local_urls, **kw)
@@ -227,6 +233,7 @@ def _tune(*args: str) -> subprocess.CompletedProcess[str]:
     return run_python("-m", "wds_cloud.cli", "tune", *args)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_trials_and_code_that_runs(shard_dir: Path) -> None:
     spec = str(shard_dir / "shard-{00..03}.tar")
     done = _tune(
@@ -259,6 +266,7 @@ def test_cli_prints_the_trials_and_code_that_runs(shard_dir: Path) -> None:
     assert sorted(keys_of(namespace["loader"])) == expected_keys()
 
 
+@pytest.mark.slow
 def test_cli_json_holds_the_trials_and_the_code(shard_dir: Path) -> None:
     spec = str(shard_dir / "shard-{00..03}.tar")
     done = _tune(
@@ -302,6 +310,7 @@ def test_cli_budget_below_the_process_is_a_clear_error(shard_dir: Path) -> None:
     assert done.stderr.startswith("wds-cloud tune: error: tune: memory budget 1 MiB is not above")
 
 
+@pytest.mark.slow
 def test_remote_shards_tune_read_ahead_and_ranged_reads_and_the_code_runs(
     http_server: Any,
 ) -> None:
@@ -317,6 +326,7 @@ def test_remote_shards_tune_read_ahead_and_ranged_reads_and_the_code_runs(
     assert sorted(keys_of(namespace["loader"])) == expected_keys()
 
 
+@pytest.mark.slow
 def test_cli_does_not_print_credentials_in_the_code(http_server: Any) -> None:
     spec = f"http://user:hunter2@127.0.0.1:{http_server.port}/shard-{{00..03}}.tar"
     done = _tune(spec, "--batch-size", "8", "--seconds", "2", "--trial-seconds", "0.3", "-q")
