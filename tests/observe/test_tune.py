@@ -211,6 +211,11 @@ def test_the_verdict_picks_the_first_axis() -> None:
     assert axis_order("transfer-bound: ...")[0] == "inner_batch"
     assert axis_order("decode-bound: ...")[0] == "num_workers"
     assert axis_order(None)[0] == "num_workers"
+    assert axis_order("transfer-bound: ...", remote=True)[:3] == (
+        "prefetch",
+        "readahead",
+        "inner_batch",
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ under a memory budget and a time budget.
 1. The first trial is the seed (workers = cores, the loader's defaults), profiled: its
    verdict picks the axis to move first (network-bound: ``prefetch`` and ``readahead``;
    transfer- or main-process-bound: ``inner_batch`` and ``shm_batches``; otherwise
-   ``num_workers``).
+   ``num_workers``); with remote shards the read axes go first in any case.
 2. Along one axis at a time, the two neighbours of the current setting are measured (on the
    ``num_workers`` axis also 0: reading in the main process moves no batch between processes,
    a mode of its own that the neighbours do not predict); the
@@ -55,15 +55,21 @@ def default_budget() -> int:
     return 8 << 30
 
 
-def axis_order(verdict: str | None) -> tuple[str, ...]:
-    """The axes, the one the verdict points at first."""
+def axis_order(verdict: str | None, remote: bool = False) -> tuple[str, ...]:
+    """The axes, the one the verdict points at first; with ``remote`` shards the read axes
+    (``prefetch``, ``readahead``) come first whatever the verdict: how many reads a stream
+    keeps in flight decides how many workers pay (4 MB samples over a 20 ms link: no worker
+    and 16 parallel reads beat 4 workers; one stream without workers is the slowest)."""
     kind = (verdict or "").split(":")[0]
+    reads: tuple[str, ...] = ("prefetch", "readahead")
     if kind == "network-bound":
-        first: tuple[str, ...] = ("prefetch", "readahead", "num_workers")
+        first: tuple[str, ...] = (*reads, "num_workers")
     elif kind in ("transfer-bound", "main-process-bound"):
         first = ("inner_batch", "shm_batches")
     else:
         first = ("num_workers",)
+    if remote:
+        first = (*reads, *(a for a in first if a not in reads))
     return first + tuple(a for a in AXES if a not in first)
 
 
@@ -188,7 +194,8 @@ def search(
     while not current.ok and current.setting.num_workers in workers[1:]:
         fewer = workers[workers.index(current.setting.num_workers) - 1]
         current = measure(current.setting.with_value("num_workers", fewer))
-    order = [a for a in axis_order(seed.verdict) if a in space.axes]
+    remote = any(len(space.axes.get(a, ())) > 1 for a in ("prefetch", "readahead"))
+    order = [a for a in axis_order(seed.verdict, remote) if a in space.axes]
     changed = True
     while changed and time_left():
         changed = False
