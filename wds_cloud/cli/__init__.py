@@ -19,6 +19,8 @@ Subcommands:
   (``docs/jobs.md``).
 - ``bench SPEC``: loader throughput by timed windows (mean and variance of the window time);
   a run too short for a window after the first gives the wall-clock rate only, and says so.
+- ``tune SPEC``: search ``make_loader``'s workers, queues, batch sizes and read settings under
+  a memory budget; print the trials and the call to paste.
 
 Each has ``--help``; those that report take ``--json``. Every failure, expected or not, prints
 one line ``wds-cloud <command>: error: <message>`` on stderr (credentials in URLs redacted,
@@ -48,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wds_cloud.cli.jobs import register as register_jobs
     from wds_cloud.cli.misc import register as register_misc
     from wds_cloud.cli.shards import register as register_shards
+    from wds_cloud.cli.tune import register as register_tune
     from wds_cloud.cli.uploads import register as register_uploads
 
     parser = argparse.ArgumentParser(
@@ -63,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_create(sub)
     register_shards(sub)
     register_misc(sub)
+    register_tune(sub)
     register_uploads(sub)
     register_dsort(sub)
     register_index(sub)

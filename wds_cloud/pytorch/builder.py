@@ -282,11 +282,18 @@ def _on_device(
     return loader
 
 
+def _autotuned(args: dict[str, Any]) -> Any:
+    """``make_loader(**args)`` with the setting ``autotune`` found (``wds_cloud.tools.tune``)."""
+    from wds_cloud.tools.tune.hook import autotuned_loader
+
+    return autotuned_loader(make_loader, args)
+
+
 def make_loader(
     urls: str | Iterable[str] | DataPlan,
     *,
     batch_size: int,
-    num_workers: int = 4,
+    num_workers: int | None = None,
     shuffle_buffer: int = 1000,
     decode: Any = None,
     to_tuple: str | tuple[str, ...] | None = None,
@@ -297,7 +304,7 @@ def make_loader(
     resampled: bool = False,
     pin_memory: bool = False,
     persistent_workers: bool = False,
-    prefetch_factor: int = 2,
+    prefetch_factor: int | None = None,
     inner_batch: int | None = None,
     collate: Callable[[list[Any]], Any] | None = None,
     device: str | torch.device | None = None,
@@ -306,6 +313,8 @@ def make_loader(
     order: str = "stream",
     profile: bool | None = None,
     executor: str = "processes",
+    shm_batches: bool | None = None,
+    autotune: bool | float | Mapping[str, Any] = False,
     **webdataset_kw: Any,
 ) -> Any:
     """Build a training loader over WebDataset shards (any backend).
@@ -318,7 +327,7 @@ def make_loader(
             sets the order: ``shuffle_buffer``/``shardshuffle``/``seed`` do not apply,
             ``webdataset_kw`` goes to each source's ``IndexedWebDataset``).
         batch_size: samples per batch delivered to the training loop.
-        num_workers: DataLoader worker processes (0: read in the main process).
+        num_workers: DataLoader worker processes (0: read in the main process; default 4).
         shuffle_buffer: sample shuffle buffer, used both inside each worker and across workers
             in the main process (0 disables both).
         decode: a decode spec or handler for ``.decode()`` (e.g. ``"rgb8"``, ``"torchrgb"``);
@@ -334,7 +343,8 @@ def make_loader(
         resampled: draw shards with replacement forever (combine with ``epoch_size``).
         pin_memory: pin the final batches (CUDA only; they are re-collated in the main
             process, so pinning in the workers would be wasted).
-        persistent_workers, prefetch_factor: passed to ``DataLoader`` (when ``num_workers>0``).
+        persistent_workers, prefetch_factor: passed to ``DataLoader`` (when ``num_workers>0``;
+            ``prefetch_factor`` default 2).
         inner_batch: batch size inside the workers (default ``batch_size``).
         collate: collation function for the final batches (default: torch tensors).
         device: move batches to this device (``"cuda"``, ``"cuda:1"``, ``"cpu"``).
@@ -363,6 +373,15 @@ def make_loader(
             batch handed over through a shared-memory arena
             (:mod:`wds_cloud.pytorch.subprocloader`), for training loops whose own Python
             threads would compete with the loader's for the GIL.
+        shm_batches: send the workers' batches through the shared-memory arena (None:
+            ``WDS_CLOUD_SHM_BATCHES``, default on; see ``WebLoader``). Streaming only.
+        autotune: first search ``num_workers``, ``prefetch_factor``, ``inner_batch``,
+            ``shm_batches`` and, for remote shards, read-ahead (``registry=``) and
+            ``prefetch=`` by short measured trials, then build the loader with the fastest
+            setting (``docs/observability.md``, "Autotune"): True (60 s), the seconds to
+            spend, or a dict of ``seconds``, ``memory_budget`` (``"8GB"``; default: half the
+            memory available), ``trial_seconds``, ``cores``. The arguments you give win over
+            tuned ones. Streaming only.
         **webdataset_kw: passed to ``WebDataset`` (``handler``, ``cache_dir``, ``nodesplitter``,
             backend open options such as ``etl=``...), or with ``order="global"`` to
             ``IndexedWebDataset`` (``registry``, ``cache_dir``, read options).
@@ -376,6 +395,10 @@ def make_loader(
     Raises:
         ConfigError: bad sizes, or ``prefetch_to_device`` without ``device``.
     """
+    if autotune:
+        return _autotuned(dict(locals()))  # first: the locals are the arguments only
+    num_workers = 4 if num_workers is None else num_workers
+    prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
     if batch_size < 1:
         raise ConfigError(f"make_loader: batch_size must be >= 1, got {batch_size}")
     if inner_batch is not None and inner_batch < 1:
@@ -484,7 +507,7 @@ def make_loader(
             dataset, num_workers=num_workers, prefetch_factor=prefetch_factor
         )
     else:
-        reader = WebLoader(dataset, **loader_kw)
+        reader = WebLoader(dataset, shm_batches=shm_batches, **loader_kw)
     samples: Any = reader.unbatched()
     if shuffle_buffer > 0:
         samples = samples.shuffle(shuffle_buffer)
