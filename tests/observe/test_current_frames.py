@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -69,3 +71,39 @@ def test_the_collector_is_left_as_it_was() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _Held:
+    """An object only a thread's local variable holds."""
+
+
+def test_a_look_keeps_no_frame_alive() -> None:
+    """A look drops the frames it took before returning: ``sys._current_frames()`` includes
+    the looking thread's own frame, whose locals hold the dict, so a dict left behind was cyclic
+    garbage that kept every thread's frames and their locals (a DataLoader iterator, whose
+    shutdown then waited out its workers' timeouts) until a collection."""
+    from wds_cloud.observe.profile import Recorder
+
+    rec = Recorder("main", 0, -1, None)
+    started, release = threading.Event(), threading.Event()
+    ref: list[weakref.ref[_Held]] = []
+
+    def hold() -> None:
+        held = _Held()
+        ref.append(weakref.ref(held))
+        started.set()
+        release.wait()
+
+    worker = threading.Thread(target=hold)
+    gc.collect()
+    gc.disable()  # only reference counting frees what follows
+    try:
+        worker.start()
+        started.wait()
+        rec.sample()
+        release.set()
+        worker.join()
+        assert ref[0]() is None, "a look kept the thread's frame (and its locals) alive"
+    finally:
+        gc.enable()
+        release.set()

@@ -380,18 +380,28 @@ class Recorder:
         thread.last = now
 
     def sample(self) -> None:
-        """Look once at every watched thread (the sampler thread calls this)."""
+        """Look once at every watched thread (the sampler thread calls this).
+
+        The frames of one look are dropped before it returns: ``sys._current_frames()`` holds
+        this thread's own frame too, whose locals hold the dict, so a dict left to the garbage
+        collector would keep every thread's frames (and what their locals hold: a DataLoader
+        iterator, whose shutdown then ran in a collection, after its queues were closed, and
+        waited out its workers' 5 s timeouts) until a collection came round.
+        """
         frames = current_frames()
-        now = time.perf_counter_ns()
-        with self._lock:
-            for thread in self._threads.values():
-                if thread.depth > 0:
-                    self._charge(thread, now, frames.get(thread.ident))
-            if self.bytes_read != self._bytes_seen:  # written when it changed
-                self._bytes_seen = self.bytes_read
-                self.counter("bytes read", self.bytes_read)
-            if self._gauges:
-                self._read_gauges()
+        try:
+            now = time.perf_counter_ns()
+            with self._lock:
+                for thread in self._threads.values():
+                    if thread.depth > 0:
+                        self._charge(thread, now, frames.get(thread.ident))
+                if self.bytes_read != self._bytes_seen:  # written when it changed
+                    self._bytes_seen = self.bytes_read
+                    self.counter("bytes read", self.bytes_read)
+                if self._gauges:
+                    self._read_gauges()
+        finally:
+            frames.clear()
 
     def _run(self, stop: threading.Event) -> None:
         next_dump = time.monotonic() + DUMP_EVERY
