@@ -414,9 +414,7 @@ def make_loader(
         from wds_cloud.pytorch.subprocloader import subprocess_threads
 
         child = subprocess_threads(make_loader, args, pin_batch)
-        if device is not None and (prefetch_to_device or torch.device(device).type != "cpu"):
-            return DevicePrefetcher(child, torch.device(device), pin_memory=pin_memory)
-        return child
+        return _on_device(child, device, prefetch_to_device, pin_memory)
     if executor not in ("processes", "threads"):
         raise ConfigError(
             "make_loader: executor must be 'processes', 'threads' or 'subprocess-threads', "
