@@ -77,10 +77,7 @@ def verdict(report: ProfileReport) -> str:
             "try batches_in_flight=4 or more num_workers"
         )
     if stage.startswith("decode"):
-        return (
-            f"decode-bound: {share:.0%} of {where} in {stage}; try num_workers={n} or the "
-            "fast JPEG path (pip install 'wds_cloud[jpeg]')"
-        )
+        return f"decode-bound: {share:.0%} of {where} in {stage}; {decode_hint(n)}"
     if stage in ("tar parse", "sample grouping"):
         return f"parse-bound: {share:.0%} of {where} in {stage}; try num_workers={n}"
     if stage == "transfer":
@@ -99,3 +96,17 @@ def verdict(report: ProfileReport) -> str:
             "shuffle_buffer or larger inner batches"
         )
     return f"compute-bound: {share:.0%} of {where} in {stage}; try num_workers={n}"
+
+
+def decode_hint(workers: int, fast_jpeg: bool | None = None) -> str:
+    """What to try when decoding is the limit: more workers, and the fast JPEG path when
+    simplejpeg is missing (``fast_jpeg``: whether it is installed; None: look), else the
+    thread executor (the decoders release the GIL, so threads decode on every core with no
+    hand-over between processes)."""
+    if fast_jpeg is None:
+        import importlib.util
+
+        fast_jpeg = importlib.util.find_spec("simplejpeg") is not None
+    if not fast_jpeg:
+        return f"try num_workers={workers} or the fast JPEG path (pip install 'wds_cloud[jpeg]')"
+    return f'try num_workers={workers} or make_loader(executor="threads")'
