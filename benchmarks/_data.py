@@ -370,3 +370,36 @@ def tree_cpu_seconds() -> float:
         if p in stats
     )
     return cpu_seconds() + live
+
+
+def run_json_worker(cmd: list[str], env: dict[str, str], cwd: str, what: str) -> dict[str, Any]:
+    """Run ``cmd`` (a benchmark's ``--worker`` process), sampling the peak RSS of its process
+    tree every 50 ms; return the JSON object of its last stdout line plus ``peak_rss`` (bytes).
+
+    Raises:
+        RuntimeError: the worker failed (``what`` and the end of its stderr in the message).
+    """
+    import subprocess
+    import threading
+
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd
+    )
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.05):
+            peak = max(peak, tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    done.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{err[-3000:]}")
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss"] = peak
+    return result

@@ -38,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,32 +61,8 @@ BATCH = 64
 
 def run_cell(python: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run ``python bench_cloud.py --worker ...``; return its JSON line plus ``peak_rss``."""
-    proc = subprocess.Popen(
-        [python, os.path.abspath(__file__), "--worker", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    peak = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(0.05):
-            peak = max(peak, _data.tree_rss(proc.pid))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate()
-    done.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[:2])} failed:\n{err[-3000:]}")
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss"] = peak
-    return result
+    cmd = [python, os.path.abspath(__file__), "--worker", *args]
+    return _data.run_json_worker(cmd, env, ROOT, " ".join(args[:2]))
 
 
 # -- worker side: one pass of one loader ---------------------------------------------------------

@@ -64,10 +64,8 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -182,31 +180,9 @@ def run(
     """Parent side: one fresh interpreter for one (variant, regime); adds the tree's peak RSS."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", variant, "--regime", regime]
     cmd += ["--urls", json.dumps(urls), "--min-seconds", str(conf["min_seconds"])]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, **env, PYTHONPATH=ROOT),
-        cwd=ROOT,
-    )
-    peak = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(0.05):
-            peak = max(peak, _data.tree_rss(proc.pid))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate()
-    done.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{variant} {regime} failed:\n{err[-3000:]}")
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_mib"] = peak / 2**20
+    env = dict(os.environ, **env, PYTHONPATH=ROOT)
+    result = _data.run_json_worker(cmd, env, ROOT, f"{variant} {regime}")
+    result["peak_rss_mib"] = result.pop("peak_rss") / 2**20
     return result
 
 
