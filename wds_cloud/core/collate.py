@@ -142,6 +142,33 @@ def rows_view(values: Sequence[Any]) -> Any:
     return first.as_strided((len(values), *shape), (step, *strides), offset)
 
 
+def array_rows_view(values: Sequence[Any]) -> np.ndarray | None:
+    """:func:`rows_view` for numpy arrays: ``np.stack(values)`` as a view of the one
+    C-contiguous array whose consecutive rows ``values`` are (a batch split by
+    ``unbatched()`` and collected again in order), else None."""
+    first = values[0]
+    base = first.base
+    if (
+        len(values) < 2
+        or type(base) is not np.ndarray
+        or not base.flags.c_contiguous
+        or base.shape[1:] != first.shape
+        or base.dtype != first.dtype
+    ):
+        return None
+    step = base.strides[0]
+    origin = base.__array_interface__["data"][0]
+    start = first.__array_interface__["data"][0] - origin
+    if step <= 0 or start % step:
+        return None
+    for k, v in enumerate(values):
+        if v.base is not base or v.__array_interface__["data"][0] != origin + start + k * step:
+            return None
+    row = start // step
+    view: np.ndarray = base[row : row + len(values)]
+    return view
+
+
 def stack_tensors(values: Sequence[Any]) -> Any:
     """``torch.stack(values)``, copied by numpy for CPU tensors numpy can view.
 
@@ -175,6 +202,9 @@ def _torch_combine(column: Any, values: list[Any]) -> Any:
     if isinstance(first, np.ndarray | np.number | np.bool_):
         if isinstance(first, np.ndarray):
             _check_shapes(column, values)
+            view = array_rows_view(values)
+            if view is not None and view.dtype.kind in "biufc":
+                return torch.from_numpy(view)
         stacked = np.stack(values) if isinstance(first, np.ndarray) else np.array(values)
         if stacked.dtype.kind in "biufc":
             return torch.from_numpy(stacked)

@@ -219,14 +219,8 @@ class Decoder:
                     v = bytes(v)
                 result[k] = self.decode1(k, v)
             except Exception as exn:
-                url = sample.get("__url__")
-                skey = sample.get("__key__")
-                raise DecodingError(
-                    f"cannot decode field {k!r}: {type(exn).__name__}: {exn}",
-                    url=None if url is None else str(url),
-                    key=None if skey is None else str(skey),
-                    k=k,
-                    sample=sample,
+                raise field_error(
+                    exn, sample.get("__url__"), sample.get("__key__"), k, sample
                 ) from exn
         return result
 
@@ -243,6 +237,19 @@ class Decoder:
         if hasattr(sample, "__iter__"):
             return (self.decode(s) for s in sample)
         return self.decode(sample)  # raises DecodingError naming the type
+
+
+def field_error(
+    exn: Exception, url: Any, key: Any, k: str, sample: dict[str, Any] | None = None
+) -> DecodingError:
+    """The error of field ``k`` of the sample ``key`` of ``url`` that failed to decode."""
+    return DecodingError(
+        f"cannot decode field {k!r}: {type(exn).__name__}: {exn}",
+        url=None if url is None else str(url),
+        key=None if key is None else str(key),
+        k=k,
+        sample=sample,
+    )
 
 
 default_decoder = Decoder([])

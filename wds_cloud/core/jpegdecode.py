@@ -76,12 +76,18 @@ def _module() -> ModuleType:
     return _simplejpeg
 
 
-def decode_jpeg(data: bytes, mode: str) -> np.ndarray | None:
+def decode_jpeg(
+    data: bytes, mode: str, out: np.ndarray | None = None, colorspace: str | None = None
+) -> np.ndarray | None:
     """Decode JPEG ``data`` to uint8 pixels equal to PIL's, or ``None`` when PIL must do it.
 
     Args:
         data: the encoded image (any bytes; non-JPEG data returns ``None``).
         mode: ``"rgb"`` (HxWx3), ``"rgba"`` (HxWx4, alpha 255) or ``"l"`` (HxW).
+        out: decode into this C-contiguous uint8 array of exactly the image's size (its
+            rows are overwritten, also when ``None`` is returned); the result is then a view
+            of it.
+        colorspace: the JPEG's colour space from :func:`jpeg_header`, when already read.
 
     Returns:
         A C-contiguous writable uint8 array, or ``None`` (see the module docstring for when).
@@ -90,12 +96,22 @@ def decode_jpeg(data: bytes, mode: str) -> np.ndarray | None:
         return None
     sj = _module()
     try:
-        _, _, colorspace, _ = sj.decode_jpeg_header(data)
+        if colorspace is None:
+            _, _, colorspace, _ = sj.decode_jpeg_header(data)
         if colorspace not in _FAST_COLORSPACES or (mode == "l" and colorspace != "Gray"):
             return None
-        pixels: np.ndarray = sj.decode_jpeg(data, colorspace=_OUTPUT[mode])
+        pixels: np.ndarray = sj.decode_jpeg(data, colorspace=_OUTPUT[mode], buffer=out)
     except ValueError:  # simplejpeg's error for bad data and (strict) libjpeg warnings
         return None
     if mode == "l":
         return pixels.reshape(pixels.shape[:2])
     return pixels
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, str] | None:
+    """``(height, width, colour space)`` of JPEG ``data`` (simplejpeg), None when unreadable."""
+    try:
+        height, width, colorspace, _ = _module().decode_jpeg_header(data)
+    except ValueError:
+        return None
+    return height, width, colorspace

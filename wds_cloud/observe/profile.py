@@ -95,6 +95,8 @@ _RULES: tuple[tuple[str, str | None, str], ...] = (
     ("wds_cloud/pytorch/builder.py", "_record_stream", "device copy"),
     ("wds_cloud/pytorch/builder.py", "copy", "device copy"),
     ("wds_cloud/core/collate.py", None, "batch/collate"),
+    # make_loader's readers decoding JPEGs straight into their batches (core/batchdecode.py)
+    ("wds_cloud/core/batchdecode.py", None, "decode (into batches)"),
 )
 # when several kinds of code are on the stack below the innermost stage, the one that says most
 _PRIORITY = {
@@ -105,7 +107,8 @@ _PRIORITY = {
     "transfer": 3,
     "tar parse": 4,
     "sample grouping": 5,
-    "batch/collate": 6,
+    "decode (into batches)": 6,
+    "batch/collate": 7,
 }
 
 CONSUMER = "consumer"  # the main thread outside next(): the training step

@@ -422,9 +422,11 @@ def make_loader(
         )
     threads = executor == "threads"
     if threads:
+        from wds_cloud.core.batchdecode import batch_decode, can_batch_decode, decode_columns
         from wds_cloud.pytorch.threadloader import (
             GilWatch,
             ThreadLoader,
+            as_read,
             check_threads,
             inner_columns,
         )
@@ -480,7 +482,11 @@ def make_loader(
         dataset = dataset.map(raw_map)
     if shuffle_buffer > 0:
         dataset = dataset.shuffle(shuffle_buffer)
-    if decode is not None:
+    # threads: JPEGs decoded into the readers' batches, straight into one array per column
+    into_batches = threads and map is None and decode is not None and can_batch_decode(decode)
+    if into_batches:
+        dataset = dataset.compose(batch_decode(decode))
+    elif decode is not None:
         dataset = (
             dataset.decode(*decode) if isinstance(decode, tuple | list) else dataset.decode(decode)
         )
@@ -494,6 +500,8 @@ def make_loader(
         dataset = dataset.map(map)
     # threads: arrays stay per sample in the readers' batches (one copy, the final collation)
     inner: dict[str, Any] = {"collation_fn": inner_columns} if threads else {}
+    if into_batches:
+        inner["collation_fn"] = decode_columns(inner_columns)
     dataset = dataset.batched(inner_batch or batch_size, partial=True, **inner)
 
     loader_kw: dict[str, Any] = {"batch_size": None, "num_workers": num_workers}
@@ -502,7 +510,10 @@ def make_loader(
         loader_kw["prefetch_factor"] = prefetch_factor
     if threads:
         reader: Any = ThreadLoader(
-            dataset, num_workers=num_workers, prefetch_factor=prefetch_factor
+            dataset,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+            collate_fn=as_read if collate is None else None,
         )
     else:
         reader = WebLoader(dataset, shm_batches=shm_batches, **loader_kw)

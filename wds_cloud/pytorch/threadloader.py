@@ -35,7 +35,14 @@ from wds_cloud.errors import ConfigError
 from wds_cloud.pytorch.loader import WebLoader, fast_convert
 from wds_cloud.redact import redact_url
 
-__all__ = ["GilWatch", "ThreadDataLoader", "ThreadLoader", "check_threads", "inner_columns"]
+__all__ = [
+    "GilWatch",
+    "ThreadDataLoader",
+    "ThreadLoader",
+    "as_read",
+    "check_threads",
+    "inner_columns",
+]
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +262,14 @@ def inner_columns(samples: list[Any]) -> Any:
     every batch anyway, so stacking in the reader would copy every image twice; the samples
     and the final batches are the same."""
     return default_collation_fn(samples, combine_tensors=False)
+
+
+def as_read(item: Any) -> Any:
+    """The readers' hand-over of ``make_loader``'s inner batches with the default collation:
+    as they are (numpy), since the training thread's ``torch_collate`` makes the tensors of
+    the final batches from them (the same tensors as from ``fast_convert``'s; rows of one
+    array come back as a view of it)."""
+    return item
 
 
 def _reader_copy(dataset: Any) -> Any:
