@@ -164,6 +164,8 @@ def test_can_batch_decode() -> None:
     assert can_batch_decode("rgb8") and can_batch_decode("l8") and can_batch_decode("rgba8")
     assert not can_batch_decode("torchrgb8") and not can_batch_decode("rgb")
     assert not can_batch_decode(("rgb8",)) and not can_batch_decode(None)
+    assert not can_batch_decode("rgb8", map=abs)  # a map must see decoded images
+    assert not can_batch_decode("rgb8", shuffle_buffer=1)  # a main-process shuffle
 
 
 def test_array_rows_view() -> None:

@@ -118,9 +118,13 @@ class _BatchDecoder(Decoder):
         return result
 
 
-def can_batch_decode(decode: Any) -> bool:
-    """Whether ``make_loader``'s ``decode`` can be decoded into batches: one spec of
-    :data:`BATCH_SPECS`, with the fast JPEG path (simplejpeg) installed and chosen."""
+def can_batch_decode(decode: Any, map: Any = None, shuffle_buffer: int = 0) -> bool:
+    """Whether ``make_loader``'s readers decode into batches: ``decode`` is one spec of
+    :data:`BATCH_SPECS`, the fast JPEG path (simplejpeg) is installed and chosen, no ``map``
+    runs between decode and batching, and no main-process shuffle (``shuffle_buffer``)
+    takes the batches apart (its buffer would keep every batch one of its rows is in alive)."""
+    if map is not None or shuffle_buffer > 0:
+        return False
     if not isinstance(decode, str) or decode not in BATCH_SPECS:
         return False
     return ImageHandler(decode).jpeg_decoder == "simplejpeg"

@@ -482,8 +482,10 @@ def make_loader(
         dataset = dataset.map(raw_map)
     if shuffle_buffer > 0:
         dataset = dataset.shuffle(shuffle_buffer)
-    # threads: JPEGs decoded into the readers' batches, straight into one array per column
-    into_batches = threads and map is None and decode is not None and can_batch_decode(decode)
+    # threads: JPEGs decoded into the readers' batches, straight into one array per column,
+    # where the final batches are the readers' (no main-process shuffle: its buffer would
+    # keep every batch alive that one of its rows is in)
+    into_batches = threads and can_batch_decode(decode, map, shuffle_buffer)
     if into_batches:
         dataset = dataset.compose(batch_decode(decode))
     elif decode is not None:
