@@ -18,6 +18,7 @@ import torch
 from tests.decode.test_jpeg_fast import FALLBACKS, JPEGS, _pil_jpeg, _pixels
 from wds_cloud.core.batchdecode import (
     BATCH_SPECS,
+    Buffers,
     PendingImage,
     batch_decode,
     can_batch_decode,
@@ -267,3 +268,43 @@ def test_make_loader_threads_corrupt_jpeg_names_key_and_url(tmp_path: Path) -> N
     assert (threads.key, threads.url, threads.k) == ("b", shard, "jpg")
     # a worker process's error comes back as its message (torch re-raises the class with it)
     assert str(threads) in str(processes)
+
+
+def test_buffers_reuse_only_arrays_nothing_holds() -> None:
+    pool = Buffers()
+    a = pool.take((2, 3))
+    b = pool.take((2, 3))
+    assert b is not a  # ``a`` is held here
+    a_at, b_at = a.ctypes.data, b.ctypes.data
+    view, tensor = a[1:], torch.from_numpy(b)
+    del a, b
+    c = pool.take((2, 3))  # a view holds one, a tensor the other
+    assert c.ctypes.data not in (a_at, b_at)
+    del view
+    d = pool.take((2, 3))
+    assert d.ctypes.data == a_at  # nothing holds it any more
+    del tensor
+    assert pool.take((2, 3)).ctypes.data == b_at
+    assert pool.take((4, 3)).shape == (4, 3)  # another shape: another array
+    for _ in range(3 * Buffers.keep):
+        pool.take((9,))
+    assert len(pool.arrays) <= Buffers.keep
+
+
+def test_held_batches_are_never_overwritten(tmp_path: Path) -> None:
+    """Batches kept by the caller (more than a reader's pool keeps) keep their pixels while
+    later batches are decoded; batches dropped as they come give the same pixels."""
+    shards = _image_shards(tmp_path)
+    kw: dict[str, Any] = {
+        "batch_size": 4,
+        "num_workers": 2,
+        "decode": "rgb8",
+        "to_tuple": "jpg;png cls",
+        "shuffle_buffer": 0,
+    }
+    held = list(make_loader(shards, executor="threads", **kw))
+    assert len(held) == 30 and len({b[0].data_ptr() for b in held}) == 30
+    dropped = [b[0].clone() for b in make_loader(shards, executor="threads", **kw)]
+    want = list(make_loader(shards, executor="processes", **kw))
+    for a, b, c in zip(held, dropped, want, strict=True):
+        assert torch.equal(a[0], c[0]) and torch.equal(b, c[0])
