@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from wds_cloud.core.curry import FilterFunction
-from wds_cloud.core.decode import Decoder, _decode, field_error
-from wds_cloud.core.imagedecode import ImageHandler, _ImageDecode
+from wds_cloud.core.decode import Decoder, decode_stage, field_error
+from wds_cloud.core.imagedecode import ImageDecode, ImageHandler
 from wds_cloud.core.jpegdecode import decode_jpeg, jpeg_header
 
 __all__ = ["PendingImage", "batch_decode", "can_batch_decode", "decode_columns"]
@@ -46,7 +46,7 @@ class PendingImage:
 
     __slots__ = ("colorspace", "data", "decode", "field", "key", "url")
 
-    def __init__(self, data: bytes, decode: _ImageDecode) -> None:
+    def __init__(self, data: bytes, decode: ImageDecode) -> None:
         self.data = data
         self.decode = decode
         self.field = ""
@@ -93,7 +93,7 @@ class _Deferred:
 
     __slots__ = ("decode",)
 
-    def __init__(self, decode: _ImageDecode) -> None:
+    def __init__(self, decode: ImageDecode) -> None:
         self.decode = decode
 
     def __call__(self, data: bytes) -> Any:
@@ -134,8 +134,7 @@ def can_batch_decode(decode: Any, map: Any = None, shuffle_buffer: int = 0) -> b
 
 def batch_decode(spec: str) -> FilterFunction:
     """The decode stage of ``.decode(spec)``, leaving JPEGs to :func:`decode_columns`."""
-    decoder = _BatchDecoder([_DeferringHandler(spec)])
-    return FilterFunction(_decode, decoder)
+    return decode_stage(_BatchDecoder([_DeferringHandler(spec)]))
 
 
 def decode_columns(collate: Callable[[Any], Any]) -> Callable[[Any], Any]:

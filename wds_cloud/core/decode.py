@@ -297,6 +297,12 @@ def decode(
     """
     handlers = [_as_handler(x) for x in args]
     decoder = Decoder(handlers, pre=pre, post=post, only=only, partial=partial)
+    return decode_stage(decoder, handler)
+
+
+def decode_stage(decoder: Decoder, handler: Handler = reraise_exception) -> FilterFunction:
+    """The pipeline stage that decodes every sample with ``decoder`` (what :func:`decode`
+    returns for the decoder it builds)."""
     return FilterFunction(_decode, decoder, handler=handler)
 
 

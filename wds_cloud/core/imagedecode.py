@@ -146,7 +146,7 @@ def _finish(pixels: np.ndarray, atype: str, etype: str | None) -> Any:
     return torch.from_numpy(result)
 
 
-class _ImageDecode:
+class ImageDecode:
     """Decode image bytes to one spec (picklable, no closure)."""
 
     __slots__ = ("atype", "etype", "fast", "mode", "spec")
@@ -158,7 +158,7 @@ class _ImageDecode:
         self.fast = fast and self.atype != "pil"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_ImageDecode, (self.spec, self.fast))
+        return (ImageDecode, (self.spec, self.fast))
 
     def __call__(self, data: bytes) -> Any:
         if self.fast:
@@ -216,9 +216,9 @@ class ImageHandler(KeyedHandler):
         self.imagespec = imagespec
         self.extensions = {e.lower() for e in extensions}
         self.jpeg_decoder = resolve_jpeg_decoder(jpeg_decoder)
-        self._decode = _ImageDecode(imagespec, fast=self.jpeg_decoder == "simplejpeg")
+        self._decode = ImageDecode(imagespec, fast=self.jpeg_decoder == "simplejpeg")
 
-    def resolve(self, key: str) -> _ImageDecode | None:
+    def resolve(self, key: str) -> ImageDecode | None:
         """Return the image decoder when the key's last extension is an image extension."""
         if key.rpartition(".")[2].lower() in self.extensions:
             return self._decode
