@@ -15,7 +15,7 @@ import wds_cloud as wds
 from tests.observe.helpers import slow_decoder
 from tests.support.http_server import HttpFileServer
 from wds_cloud.observe.report import ProcessTimes, ProfileReport, Timer
-from wds_cloud.observe.verdict import decode_hint
+from wds_cloud.observe.verdict import decode_hint, thread_hint
 from wds_cloud.pytorch.builder import make_loader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +50,36 @@ def test_the_decode_hint_names_the_fast_path_only_where_it_is_missing() -> None:
     assert decode_hint(8, fast_jpeg=True) == 'try num_workers=8 or make_loader(executor="threads")'
     installed = importlib.util.find_spec("simplejpeg") is not None
     assert decode_hint(4) == decode_hint(4, fast_jpeg=installed)
+
+
+def test_a_decode_bound_thread_loader_is_pointed_at_cores_not_at_threads(
+    local_urls: list[str],
+) -> None:
+    """The thread executor's readers decoding: the hint is about reader threads and cores,
+    never "use executor='threads'" (it is in use)."""
+    loader = make_loader(
+        local_urls,
+        batch_size=8,
+        num_workers=1,
+        shuffle_buffer=0,
+        decode=slow_decoder,
+        to_tuple=("txt", "cls"),
+        profile=True,
+        executor="threads",
+    )
+    assert sum(len(batch[1]) for batch in loader) == 160
+    verdict = loader.profile_report().verdict()
+    assert verdict.startswith("decode-bound: ") and "decode(slow_decoder)" in verdict, verdict
+    assert verdict.endswith(thread_hint(1)), verdict
+    assert "executor" not in verdict
+
+
+def test_the_thread_hint() -> None:
+    assert thread_hint(1, cores=4) == "try num_workers=4 (reader threads; 1 now, 4 cores)"
+    assert thread_hint(2, cores=2) == (
+        "2 reader threads decode on 2 cores: the machine's decode limit; smaller images or "
+        "more cores"
+    )
 
 
 def test_slow_network_is_network_bound(http_server: HttpFileServer) -> None:

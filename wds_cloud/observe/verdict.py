@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from wds_cloud.core.threadworkers import THREAD_PREFIX
 from wds_cloud.observe.profile import CONSUMER, IDLE, UNSAMPLED
 
 # a ProfileReport (typed loosely: report.py imports this module, for ProfileReport.verdict())
@@ -61,7 +62,11 @@ def verdict(report: ProfileReport) -> str:
     if not workers or (total > 0 and stages.get(IDLE, 0.0) / total > WORKERS_IDLE):
         stages, where = report.stages(False), "main-process time"
         total = sum(p.wall for p in report.processes if p.worker < 0)
-    work = {k: v for k, v in stages.items() if k not in (CONSUMER, IDLE, UNSAMPLED, "loader")}
+    skip = {CONSUMER, IDLE, UNSAMPLED, "loader"}
+    readers = _reader_threads(report)
+    if readers:  # the training thread's wait for the reader threads: they are the work
+        skip.add("transfer")
+    work = {k: v for k, v in stages.items() if k not in skip}
     if not work or total <= 0:
         return "no loader work measured yet: iterate longer"
     stage, seconds = max(work.items(), key=lambda kv: kv[1])
@@ -77,6 +82,8 @@ def verdict(report: ProfileReport) -> str:
             "try batches_in_flight=4 or more num_workers"
         )
     if stage.startswith("decode"):
+        if readers:
+            return f"decode-bound: {share:.0%} of {where} in {stage}; {thread_hint(readers)}"
         return f"decode-bound: {share:.0%} of {where} in {stage}; {decode_hint(n)}"
     if stage in ("tar parse", "sample grouping"):
         return f"parse-bound: {share:.0%} of {where} in {stage}; try num_workers={n}"
@@ -96,6 +103,28 @@ def verdict(report: ProfileReport) -> str:
             "shuffle_buffer or larger inner batches"
         )
     return f"compute-bound: {share:.0%} of {where} in {stage}; try num_workers={n}"
+
+
+def _reader_threads(report: ProfileReport) -> int:
+    """The thread executor's reader threads seen by the profiler (0: process workers)."""
+    return sum(
+        1
+        for names in report.threads.values()
+        for name in names.values()
+        if name.rpartition(" / ")[2].startswith(THREAD_PREFIX)
+    )
+
+
+def thread_hint(readers: int, cores: int | None = None) -> str:
+    """What to try when the thread executor's readers are decode-bound: a reader per core,
+    else the cores are the limit."""
+    cores = cores or os.cpu_count() or 1
+    if readers < cores:
+        return f"try num_workers={cores} (reader threads; {readers} now, {cores} cores)"
+    return (
+        f"{readers} reader threads decode on {cores} cores: the machine's decode limit; "
+        "smaller images or more cores"
+    )
 
 
 def decode_hint(workers: int, fast_jpeg: bool | None = None) -> str:
