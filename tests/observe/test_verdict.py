@@ -14,8 +14,9 @@ from typing import Any
 import wds_cloud as wds
 from tests.observe.helpers import slow_decoder
 from tests.support.http_server import HttpFileServer
+from wds_cloud.core.threadworkers import THREAD_PREFIX
 from wds_cloud.observe.report import ProcessTimes, ProfileReport, Timer
-from wds_cloud.observe.verdict import decode_hint, thread_hint
+from wds_cloud.observe.verdict import READER_THREADS, decode_hint, thread_hint
 from wds_cloud.pytorch.builder import make_loader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,7 @@ def test_a_decode_bound_thread_loader_is_pointed_at_cores_not_at_threads(
 
 
 def test_the_thread_hint() -> None:
+    assert READER_THREADS == THREAD_PREFIX  # how the verdict tells the reader threads
     assert thread_hint(1, cores=4) == "try num_workers=4 (reader threads; 1 now, 4 cores)"
     assert thread_hint(2, cores=2) == (
         "2 reader threads decode on 2 cores: the machine's decode limit; smaller images or "

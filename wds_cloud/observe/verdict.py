@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from wds_cloud.core.threadworkers import THREAD_PREFIX
 from wds_cloud.observe.profile import CONSUMER, IDLE, UNSAMPLED
 
 # a ProfileReport (typed loosely: report.py imports this module, for ProfileReport.verdict())
@@ -26,6 +25,9 @@ __all__ = ["CONSUMER_BOUND", "verdict"]
 
 #: The training loop waiting on the loader less than this share of its time: consumer-bound.
 CONSUMER_BOUND = 0.25
+#: The names of the thread executor's reader threads start with this
+#: (``wds_cloud.core.threadworkers.THREAD_PREFIX``; observe sits below core, so it is not imported).
+READER_THREADS = "wds-cloud-reader"
 #: Workers idle (waiting for the main process) more than this share: look at the main process.
 WORKERS_IDLE = 0.5
 
@@ -111,7 +113,7 @@ def _reader_threads(report: ProfileReport) -> int:
         1
         for names in report.threads.values()
         for name in names.values()
-        if name.rpartition(" / ")[2].startswith(THREAD_PREFIX)
+        if name.rpartition(" / ")[2].startswith(READER_THREADS)
     )
 
 
