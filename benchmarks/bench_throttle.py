@@ -35,6 +35,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 from tests.support import tarbuild  # noqa: E402
 from tests.support.http_server import HttpFileServer  # noqa: E402
 from tests.support.throttle_proxy import ThrottleProxy  # noqa: E402
+from wds_cloud import WebDataset  # noqa: E402 - imported before any cell is timed
+from wds_cloud.openers.http.opener import HttpOpener  # noqa: E402
+from wds_cloud.openers.registry import OpenerRegistry  # noqa: E402
 
 
 def make_shards(root: Path, shards: int, samples: int, size: int) -> list[str]:
@@ -53,10 +56,6 @@ def make_shards(root: Path, shards: int, samples: int, size: int) -> list[str]:
 
 def read_all(base: str, names: list[str], prefetch: int, part: int) -> tuple[Counter[str], int]:
     """(sample keys seen, failed shards) of one pass."""
-    from wds_cloud import WebDataset
-    from wds_cloud.openers.http.opener import HttpOpener
-    from wds_cloud.openers.registry import OpenerRegistry
-
     failed: list[BaseException] = []
 
     def skip(exc: BaseException) -> bool:

@@ -98,7 +98,7 @@ def test_slots_are_cut_only_while_that_slows_the_requests_then_the_rate_is_paced
     limiter.release()
     assert limiter.limit == 8.0 and limiter.rate is not None
     floor = AimdLimiter(4, min=3, max=8, clock=clock.clock, sleep=clock.sleep)
-    for _ in range(4):  # the cut would go below min: the rate, down to min_rate
+    for _ in range(12):  # the cut would go below min: the rate, down to min_rate
         taken_now = floor.acquire()
         floor.throttled(taken_now)
         floor.release()
@@ -301,10 +301,11 @@ def test_a_lone_or_minimal_throttled_read_waits_for_its_paced_start() -> None:
         with _reader(store, limiter, clock).start() as reader:
             assert reader.read() == data
         # no backoff (0.1, 0.2, 0.4): the rate is paced. The first answer measured 10
-        # answers a second (one in the first tenth): 0.7 of it; then nothing was granted:
-        # min_rate (1/s); each retry waited for its start
-        assert clock.sleeps == pytest.approx([1 / 7, 1.0, 1.0])
-        assert limiter.lowest_rate == 1.0 and limiter.limit == initial and limiter.cuts == 3
+        # answers a second (one in the first tenth): 0.7 of it; each retry waited for its
+        # start, and was refused at that rate: 0.7 of it again
+        assert clock.sleeps == pytest.approx([1 / 7, 1 / 4.9, 1 / 3.43])
+        assert limiter.lowest_rate == pytest.approx(3.43)
+        assert limiter.limit == initial and limiter.cuts == 3
 
 
 def test_the_stall_deadline_ends_a_throttled_read() -> None:
@@ -342,7 +343,7 @@ def test_a_throttled_read_is_retried_by_the_loop_and_reads_every_byte_once() -> 
         assert reader.read() == data
     assert limiter.throttles == 6
     assert limiter.cuts == 6  # every request after a cut starts a new round
-    assert limiter.lowest_rate == limiter.min_rate  # a lone request: the rate was cut
+    assert limiter.lowest_rate == pytest.approx(7 * 0.7**5)  # a lone request: the rate, cut
     assert limiter.in_flight == 0  # every slot given back
     # the slot was given back before each retry: one request in flight at a time
     assert store.in_flight_seen == [1] * 7

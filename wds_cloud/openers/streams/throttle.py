@@ -19,9 +19,10 @@ reader of the same endpoint in the process:
   flight than the cut leaves, and it leaves at least two. Otherwise (a lone reader, a store
   that allows fewer requests a second than one or two connections make) the cut paces the
   **rate**: the first one starts pacing at ``rate_decrease`` (0.7) times the answers a second
-  of the last second, and each later one sets the ceiling to the rate the store granted (its
-  accepted answers a second, no more than the paced rate) and the rate to ``rate_decrease``
-  times it, never below ``min_rate``.
+  of the last second; each later one sets the ceiling to the paced rate (when requests were
+  waiting for their start: that rate was refused) or else to the rate the store granted (its
+  accepted answers a second over the last second, no more than the paced rate), and the rate
+  to ``rate_decrease`` times the ceiling, never below ``min_rate``.
 - **Pacing.** A request starts only when the clock reaches the next start (the last one plus
   ``1 / rate``; nothing is reserved ahead, so a cut applies at once) and after any
   ``Retry-After`` of the endpoint. Nothing is paced until the first such cut: without
@@ -32,8 +33,8 @@ reader of the same endpoint in the process:
   within about a second (3 times the gap a second), then grows by 10 % a second (doubling each second without a
   cut) to probe for more; until the first cut while pacing it doubles a second. So it settles
   just under what the store grants. The slots then grow only while requests do not wait for
-  their start, and pacing ends when the rate is twice what the store granted over the last
-  second (the rate is no longer what limits the requests).
+  their start, and pacing ends after 10 s without a cut once the rate is twice what the store
+  granted over the last second (the rate is no longer what limits the requests).
 - **Throttled is not failed.** The throttled request gives its slot back and is sent again by
   the same loop: without a backoff while pacing (it waits for its start) or while its retry
   leaves no slot free (the cut limit spaces the requests), else after the retry policy's
@@ -81,6 +82,7 @@ DEFAULT_MIN_RATE = 1.0
 _FEW = 2  # slots are cut while the cut leaves at least this many; below, the rate is paced
 _START = math.log(2)  # until the first cut while pacing, the rate grows e^this a second
 _WINDOW = 1.0  # seconds over which the granted rate is measured
+_CALM = 10.0  # seconds without a cut before pacing may end
 _TARGET = 0.95  # while pacing, the rate settles at this share of the ceiling
 _GAIN = 3.0  # the share of the gap to the target closed a second
 _PROBE = 0.1  # above the target, the rate grows by this share a second (doubling each second)
@@ -307,8 +309,9 @@ class AimdLimiter:
         """One accepted answer while pacing: the rate closes ``_GAIN`` of its gap to
         ``_TARGET`` of the ceiling a second; from there on it grows by ``_PROBE`` a second,
         that share doubling every second without a cut (probing for more), until the store
-        says "slow down" again. A rate twice what the store granted over the last second (it
-        is not what limits the requests) ends the pacing."""
+        says "slow down" again (until the first cut while pacing, it doubles a second). A rate
+        twice what the store granted over the last second, ``_CALM`` seconds after the last
+        cut (the rate is not what limits the requests), ends the pacing."""
         rate = self.rate
         assert rate is not None
         target = _TARGET * self.ceiling
@@ -326,16 +329,17 @@ class AimdLimiter:
         rate += step
         self.rate = rate
         granted = self._meter.rate(now)
-        if now - self._paced_at >= _WINDOW and rate >= 2 * granted:
+        if now - self._paced_at >= _CALM and rate >= 2 * granted:
             self.rate = None  # the slots are the limit again
 
     def throttled(self, taken_in: int, retry_after: float | None = None) -> None:
         """A request whose slot was taken in round ``taken_in`` was throttled: cut, unless
-        a cut already happened since that request was sent. The cut halves (``decrease``)
-        the slots while above ``min``; at ``min`` it starts pacing, and while pacing it cuts
-        the rate: to ``decrease`` times the rate the store granted over the last second
-        (the new ceiling), not below ``min_rate``. ``retry_after`` (seconds) holds every
-        request of the endpoint back that long."""
+        a cut already happened since that request was sent. Not pacing, the cut multiplies
+        the slots by ``decrease`` while that slows the requests (more in flight than the cut
+        leaves, and it leaves at least ``_FEW``); else it starts pacing at ``rate_decrease``
+        times the answers a second just seen. Pacing, it cuts the rate to ``rate_decrease``
+        times the new ceiling (see the module docstring), not below ``min_rate``.
+        ``retry_after`` (seconds) holds every request of the endpoint back that long."""
         with self._cond:
             self.throttles += 1
             now = self._clock()
@@ -354,7 +358,9 @@ class AimdLimiter:
             self._fresh = self.rate is None
             if self.rate is None:  # pacing starts below what was being sent
                 self.ceiling = self._answers.rate(now)
-            else:
+            elif self._token_bound:  # requests waited for their start: this rate was refused
+                self.ceiling = self.rate
+            else:  # the rate did not limit the requests: what the store granted
                 self.ceiling = min(self.rate, self._meter.rate(now))
             self.rate = max(self.min_rate, self.ceiling * self.rate_decrease)
             self.lowest_rate = min(self.lowest_rate or self.rate, self.rate)
