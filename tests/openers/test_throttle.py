@@ -160,6 +160,10 @@ def test_limiter_arguments_are_checked() -> None:
         AimdLimiter(1, min=2, max=4)
     with pytest.raises(ConfigError, match="decrease"):
         AimdLimiter(2, decrease=1.0)
+    with pytest.raises(ConfigError, match="rate_decrease=0"):
+        AimdLimiter(2, rate_decrease=0.0)
+    with pytest.raises(ConfigError, match="min_rate=-1"):
+        AimdLimiter(2, min_rate=-1.0)
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -171,12 +175,16 @@ def test_settings_from_the_environment() -> None:
         "WDS_CLOUD_THROTTLE_MIN": "2",
         "WDS_CLOUD_THROTTLE_MAX": "9",
         "WDS_CLOUD_THROTTLE_DECREASE": "0.75",
+        "WDS_CLOUD_THROTTLE_RATE_DECREASE": "0.8",
+        "WDS_CLOUD_THROTTLE_MIN_RATE": "0.25",
     }
     cfg = ThrottleConfig().resolved(env)
     assert (cfg.enabled, cfg.initial, cfg.min, cfg.max, cfg.decrease) == (True, 5, 2, 9, 0.75)
+    assert (cfg.rate_decrease, cfg.min_rate) == (0.8, 0.25)
     limiter = limiter_for("http://settings.test:1/x", env)
     assert limiter is not None
     assert (limiter.limit, limiter.min, limiter.max, limiter.decrease) == (5.0, 2, 9, 0.75)
+    assert (limiter.rate_decrease, limiter.min_rate, limiter.rate) == (0.8, 0.25, None)
     # one limiter per host, shared by every URL of it
     assert limiter_for("http://SETTINGS.test:1/other", env) is limiter
     assert limiters()["http://settings.test:1"] is limiter
@@ -196,6 +204,8 @@ def test_throttle_0_switches_it_off(value: str) -> None:
         ({"WDS_CLOUD_THROTTLE_MIN": "0"}, "WDS_CLOUD_THROTTLE_MIN='0' must be at least 1"),
         ({"WDS_CLOUD_THROTTLE_INITIAL": "x"}, "WDS_CLOUD_THROTTLE_INITIAL"),
         ({"WDS_CLOUD_THROTTLE_DECREASE": "1.5"}, "WDS_CLOUD_THROTTLE_DECREASE='1.5' must be < 1"),
+        ({"WDS_CLOUD_THROTTLE_RATE_DECREASE": "1"}, "WDS_CLOUD_THROTTLE_RATE_DECREASE='1' must"),
+        ({"WDS_CLOUD_THROTTLE_MIN_RATE": "0"}, "WDS_CLOUD_THROTTLE_MIN_RATE='0' must be"),
         ({"WDS_CLOUD_THROTTLE_MAX": "4", "WDS_CLOUD_THROTTLE_INITIAL": "8"}, "min <= initial"),
         ({"WDS_CLOUD_THROTTLE": "maybe"}, "WDS_CLOUD_THROTTLE"),
     ],
