@@ -80,7 +80,7 @@ DEFAULT_RATE_DECREASE = 0.7
 DEFAULT_MIN_RATE = 1.0
 
 _FEW = 2  # slots are cut while the cut leaves at least this many; below, the rate is paced
-_START = math.log(2)  # until the first cut while pacing, the rate grows e^this a second
+_START = math.log(4)  # until the first cut while pacing, the rate grows e^this a second
 _WINDOW = 1.0  # seconds over which the granted rate is measured
 _CALM = 10.0  # seconds without a cut before pacing may end
 _TARGET = 0.95  # while pacing, the rate settles at this share of the ceiling
@@ -257,6 +257,7 @@ class AimdLimiter:
                 start = max(self._not_before, self._next if self.rate is not None else 0.0)
                 if now < start:
                     return None, start
+                self._not_before = 0.0  # passed: no clock read while not pacing
                 if self.rate is not None:
                     self._next = max(self._next, now) + 1.0 / self.rate
                     self._token_bound = waited
