@@ -26,15 +26,17 @@ reader of the same endpoint in the process:
 - **Pacing.** A request starts only when the clock reaches the next start (the last one plus
   ``1 / rate``; nothing is reserved ahead, so a cut applies at once) and after any
   ``Retry-After`` of the endpoint. Nothing is paced until the first such cut: without
-  throttling answers a request costs one lock and one clock read more than before.
+  throttling answers the limiter only takes and gives back slots and counts the answers (one
+  clock read each).
 - **Additive increase.** Not pacing: each accepted request while every slot is taken adds
   ``1 / limit``, one slot per round (the slots are the limit rounded up); a limit that is not
-  the bottleneck does not grow. Pacing: the rate closes its gap to 0.95 of the ceiling
-  within about a second (3 times the gap a second), then grows by 10 % a second (doubling each second without a
-  cut) to probe for more; until the first cut while pacing it doubles a second. So it settles
-  just under what the store grants. The slots then grow only while requests do not wait for
-  their start, and pacing ends after 10 s without a cut once the rate is twice what the store
-  granted over the last second (the rate is no longer what limits the requests).
+  the bottleneck does not grow. Pacing: the rate closes its gap to 0.95 of the ceiling within
+  about a second (3 times the gap a second), then grows by 10 % a second (doubling each second
+  without a cut) to probe for more; until the first cut while pacing it grows fourfold a
+  second. So it settles just under what the store grants. The slots then grow only while
+  requests do not wait for their start, and pacing ends after 10 s without a cut once the
+  rate is twice what the store granted over the last second (the rate no longer limits the
+  requests).
 - **Throttled is not failed.** The throttled request gives its slot back and is sent again by
   the same loop: without a backoff while pacing (it waits for its start) or while its retry
   leaves no slot free (the cut limit spaces the requests), else after the retry policy's
@@ -310,7 +312,7 @@ class AimdLimiter:
         """One accepted answer while pacing: the rate closes ``_GAIN`` of its gap to
         ``_TARGET`` of the ceiling a second; from there on it grows by ``_PROBE`` a second,
         that share doubling every second without a cut (probing for more), until the store
-        says "slow down" again (until the first cut while pacing, it doubles a second). A rate
+        says "slow down" again (until the first cut while pacing, fourfold a second). A rate
         twice what the store granted over the last second, ``_CALM`` seconds after the last
         cut (the rate is not what limits the requests), ends the pacing."""
         rate = self.rate
@@ -318,7 +320,7 @@ class AimdLimiter:
         target = _TARGET * self.ceiling
         if rate >= target and self._reached is None:
             self._reached = now
-        if self._fresh:  # no cut since pacing began: the rate doubles a second
+        if self._fresh:  # no cut since pacing began: the rate grows fourfold a second
             growth = _START
         elif self._reached is None:
             growth = _PROBE
