@@ -75,22 +75,34 @@ def test_one_cut_per_round_however_many_answers_are_throttled() -> None:
     assert (limiter.throttles, limiter.cuts) == (6, 1)
     for _ in rounds:
         limiter.release()
-    # a request sent after the cut and throttled cuts again
-    taken = limiter.acquire()
-    limiter.throttled(taken)
-    limiter.release()
+    # requests sent after the cut and throttled cut again
+    again = [limiter.acquire() for _ in range(4)]
+    limiter.throttled(again[0])
+    for _ in again:
+        limiter.release()
     assert limiter.limit == 2.0
     assert limiter.lowest == 2.0
+    assert limiter.rate is None  # the slots were what limited the requests: no pacing
 
 
-def test_cuts_stop_at_min() -> None:
-    limiter = AimdLimiter(4, min=3, max=8)
-    for _ in range(5):
-        taken = limiter.acquire()
-        limiter.throttled(taken)
+def test_slots_are_cut_only_while_that_slows_the_requests_then_the_rate_is_paced() -> None:
+    clock = FakeTime()
+    limiter = AimdLimiter(16, min=3, max=32, clock=clock.clock, sleep=clock.sleep)
+    taken = [limiter.acquire() for _ in range(9)]
+    limiter.throttled(taken[0])  # 9 in flight, a cut to 8 slows them: slots
+    assert (limiter.limit, limiter.rate) == (8.0, None)
+    for _ in taken:
         limiter.release()
-    assert limiter.limit == 3.0
-    assert limiter.allowed() == 3
+    lone = limiter.acquire()  # one request: cutting slots would not slow it
+    limiter.throttled(lone)
+    limiter.release()
+    assert limiter.limit == 8.0 and limiter.rate is not None
+    floor = AimdLimiter(4, min=3, max=8, clock=clock.clock, sleep=clock.sleep)
+    for _ in range(12):  # the cut would go below min: the rate, down to min_rate
+        taken_now = floor.acquire()
+        floor.throttled(taken_now)
+        floor.release()
+    assert floor.limit == 4.0 and floor.rate == floor.min_rate
 
 
 def test_additive_increase_one_slot_per_round_only_while_every_slot_is_taken() -> None:
@@ -148,6 +160,10 @@ def test_limiter_arguments_are_checked() -> None:
         AimdLimiter(1, min=2, max=4)
     with pytest.raises(ConfigError, match="decrease"):
         AimdLimiter(2, decrease=1.0)
+    with pytest.raises(ConfigError, match="rate_decrease=0"):
+        AimdLimiter(2, rate_decrease=0.0)
+    with pytest.raises(ConfigError, match="min_rate=-1"):
+        AimdLimiter(2, min_rate=-1.0)
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -159,12 +175,16 @@ def test_settings_from_the_environment() -> None:
         "WDS_CLOUD_THROTTLE_MIN": "2",
         "WDS_CLOUD_THROTTLE_MAX": "9",
         "WDS_CLOUD_THROTTLE_DECREASE": "0.75",
+        "WDS_CLOUD_THROTTLE_RATE_DECREASE": "0.8",
+        "WDS_CLOUD_THROTTLE_MIN_RATE": "0.25",
     }
     cfg = ThrottleConfig().resolved(env)
     assert (cfg.enabled, cfg.initial, cfg.min, cfg.max, cfg.decrease) == (True, 5, 2, 9, 0.75)
+    assert (cfg.rate_decrease, cfg.min_rate) == (0.8, 0.25)
     limiter = limiter_for("http://settings.test:1/x", env)
     assert limiter is not None
     assert (limiter.limit, limiter.min, limiter.max, limiter.decrease) == (5.0, 2, 9, 0.75)
+    assert (limiter.rate_decrease, limiter.min_rate, limiter.rate) == (0.8, 0.25, None)
     # one limiter per host, shared by every URL of it
     assert limiter_for("http://SETTINGS.test:1/other", env) is limiter
     assert limiters()["http://settings.test:1"] is limiter
@@ -184,6 +204,8 @@ def test_throttle_0_switches_it_off(value: str) -> None:
         ({"WDS_CLOUD_THROTTLE_MIN": "0"}, "WDS_CLOUD_THROTTLE_MIN='0' must be at least 1"),
         ({"WDS_CLOUD_THROTTLE_INITIAL": "x"}, "WDS_CLOUD_THROTTLE_INITIAL"),
         ({"WDS_CLOUD_THROTTLE_DECREASE": "1.5"}, "WDS_CLOUD_THROTTLE_DECREASE='1.5' must be < 1"),
+        ({"WDS_CLOUD_THROTTLE_RATE_DECREASE": "1"}, "WDS_CLOUD_THROTTLE_RATE_DECREASE='1' must"),
+        ({"WDS_CLOUD_THROTTLE_MIN_RATE": "0"}, "WDS_CLOUD_THROTTLE_MIN_RATE='0' must be"),
         ({"WDS_CLOUD_THROTTLE_MAX": "4", "WDS_CLOUD_THROTTLE_INITIAL": "8"}, "min <= initial"),
         ({"WDS_CLOUD_THROTTLE": "maybe"}, "WDS_CLOUD_THROTTLE"),
     ],
@@ -237,17 +259,21 @@ def test_a_paced_throttled_attempt_waits_for_a_slot_not_a_backoff() -> None:
     assert clock.sleeps == [0.7, 0.1 * 2]  # the paced attempts did not double it
 
 
-def test_the_limiter_paces_only_while_every_slot_is_taken_above_min() -> None:
-    limiter = AimdLimiter(3, min=1, max=4)
-    limiter.acquire()
+def test_the_limiter_paces_while_every_slot_is_taken_or_while_pacing_the_rate() -> None:
+    clock = FakeTime()
+    limiter = AimdLimiter(8, min=1, max=16, clock=clock.clock, sleep=clock.sleep)
+    held = [limiter.acquire() for _ in range(6)]
     assert not limiter.paces()  # a retry would leave a slot free: it must wait in time
-    taken = limiter.acquire()
+    held.append(limiter.acquire())
     assert limiter.paces()  # a retry takes the last free slot
-    limiter.throttled(taken)
-    assert limiter.limit == 1.5 and limiter.paces()
-    limiter.release()
-    limiter.throttled(limiter.acquire())  # taken after the cut: cuts again
-    assert limiter.limit == 1.0 and not limiter.paces()  # at min: only time helps
+    limiter.throttled(held[-1])
+    assert limiter.limit == 4.0 and limiter.paces()
+    for _ in range(6):
+        limiter.release()
+    assert not limiter.paces()  # one in flight of four slots
+    limiter.throttled(limiter.acquire())  # taken after the cut, two in flight: a cut to
+    assert limiter.limit == 4.0 and limiter.rate is not None  # 2 would not slow them
+    assert limiter.paces()  # the retry waits for its start
 
 
 class Crowded(AimdLimiter):
@@ -276,14 +302,20 @@ def test_a_crowded_throttled_read_waits_for_a_slot_not_a_backoff() -> None:
     assert limiter.cuts == 1
 
 
-def test_a_lone_or_minimal_throttled_read_waits_its_backoff() -> None:
+def test_a_lone_or_minimal_throttled_read_waits_for_its_paced_start() -> None:
     data = b"m" * 500
-    for limiter in (AimdLimiter(1, min=1, max=4), AimdLimiter(16, min=1, max=16)):
-        store = ThrottlingStore(data, throttles=3, limiter=limiter)
+    for initial in (1, 16):
         clock = FakeTime()
+        limiter = AimdLimiter(initial, min=1, max=16, clock=clock.clock, sleep=clock.sleep)
+        store = ThrottlingStore(data, throttles=3, limiter=limiter)
         with _reader(store, limiter, clock).start() as reader:
             assert reader.read() == data
-        assert clock.sleeps == [0.1, 0.2, 0.4]  # a free slot or the minimum: time spaces it
+        # no backoff (0.1, 0.2, 0.4): the rate is paced. The first answer measured 10
+        # answers a second (one in the first tenth): 0.7 of it; each retry waited for its
+        # start, and was refused at that rate: 0.7 of it again
+        assert clock.sleeps == pytest.approx([1 / 7, 1 / 4.9, 1 / 3.43])
+        assert limiter.lowest_rate == pytest.approx(3.43)
+        assert limiter.limit == initial and limiter.cuts == 3
 
 
 def test_the_stall_deadline_ends_a_throttled_read() -> None:
@@ -314,13 +346,14 @@ def _reader(
 
 def test_a_throttled_read_is_retried_by_the_loop_and_reads_every_byte_once() -> None:
     data = bytes(range(256)) * 40
-    limiter = AimdLimiter(8, min=1, max=16)
-    store = ThrottlingStore(data, throttles=6, limiter=limiter)
     clock = FakeTime()
+    limiter = AimdLimiter(8, min=1, max=16, clock=clock.clock, sleep=clock.sleep)
+    store = ThrottlingStore(data, throttles=6, limiter=limiter)
     with _reader(store, limiter, clock).start() as reader:
         assert reader.read() == data
     assert limiter.throttles == 6
-    assert limiter.limit < 8  # cut (the first answer; every later request starts a new round)
+    assert limiter.cuts == 6  # every request after a cut starts a new round
+    assert limiter.lowest_rate == pytest.approx(7 * 0.7**5)  # a lone request: the rate, cut
     assert limiter.in_flight == 0  # every slot given back
     # the slot was given back before each retry: one request in flight at a time
     assert store.in_flight_seen == [1] * 7

@@ -28,6 +28,14 @@ uses it:
   same ``retries``, ``backoff`` and ``stall_timeout``; a complete entry is progress). An
   entry that fails a second time in a row is read with a ranged GET, which has its own
   resumable loop.
+- **Throttled with the other reads.** Each request takes a slot (and, while pacing, waits for
+  its start) from the cluster's limiter (:mod:`wds_cloud.openers.streams.throttle`), shared
+  with the ranged and streaming reads of that endpoint, and holds it until its answer is read.
+  An answer 429 or 503 (AIStore, or a proxy in front of it) cuts the limiter and the request
+  is sent again from the same entry like a resume, by the same rules as the read loop: it does
+  not use up ``retries`` (only ``stall_timeout`` ends it) nor count as a failed entry, so no
+  entry is lost, read twice or read with a ranged GET for it. ``WDS_CLOUD_THROTTLE=0``: a
+  throttled answer is retried like any other failure.
 - The read client carries the AuthN token and timeouts of every other read; an URL through an
   inline ETL is refused (offsets describe stored objects), as in ``read_range``.
 """
@@ -46,9 +54,11 @@ from wds_cloud.openers.streams.backoff import Backoff, RetryPolicy
 from wds_cloud.openers.streams.resumable import (
     NETWORK_ERRORS,
     RetryableError,
+    ThrottledError,
     Urllib3Body,
     transient_error,
 )
+from wds_cloud.openers.streams.throttle import limiter_for
 from wds_cloud.settings import reject_unknown_options
 
 if TYPE_CHECKING:
@@ -81,7 +91,8 @@ class BatchStats:
     Attributes:
         requests: GetBatch requests sent (retries included).
         entries: entries read (zero-length ones, answered without a request, excluded).
-        resumes: requests sent again after a dropped or refused answer.
+        resumes: requests sent again after a dropped or refused answer (throttled included).
+        throttled: answers that said "slow down" (429, 503).
         rereads: entries read with a ranged GET after a GetBatch answer did not match them.
         skipped: entries that could not be read and that the handler skipped.
     """
@@ -89,6 +100,7 @@ class BatchStats:
     requests: int = 0
     entries: int = 0
     resumes: int = 0
+    throttled: int = 0
     rereads: int = 0
     skipped: int = 0
 
@@ -211,6 +223,7 @@ class _BatchRun:
         self.stats = stats
         self.reached = 0  # entries of the current piece stored so far
         self.policy = RetryPolicy.from_config(access.config)
+        self.limiter = limiter_for(str(opener.config.endpoint))
         self.retry_on: tuple[type[BaseException], ...] = (
             *NETWORK_ERRORS,
             requests.RequestException,
@@ -237,6 +250,9 @@ class _BatchRun:
                     pos, failed_at = self.reached, -1
                 if pos >= len(entries):
                     break
+                if isinstance(exc, ThrottledError) and self.limiter is not None:
+                    self._throttled(exc, entries[pos], backoff)
+                    continue
                 if failed_at == pos:  # twice in a row on this entry: one ranged GET
                     self._reread(entries[pos])
                     pos, failed_at = pos + 1, -1
@@ -256,6 +272,20 @@ class _BatchRun:
                 self._reread(entries[new])
                 new += 1
             pos, failed_at = new, -1
+
+    def _throttled(self, exc: ThrottledError, entry: _Entry, backoff: Backoff) -> None:
+        """A request refused with "slow down": wait as the read loop would (for a paced start,
+        ``Retry-After`` or the backoff), not counting a retry nor a failed entry.
+
+        Raises:
+            ShardReadError: the stall deadline passed (no complete entry for that long).
+        """
+        assert self.limiter is not None
+        self.stats.throttled += 1
+        reason = backoff.throttled(exc.retry_after, paced=self.limiter.paces())
+        if reason is not None:
+            raise ShardReadError(f"{reason}: {exc}", url=entry.url, offset=entry.offset) from exc
+        self.stats.resumes += 1
 
     def _without_missing_buckets(
         self, entries: list[_Entry], missing: _BucketMissing
@@ -322,7 +352,18 @@ class _BatchRun:
         :attr:`reached` follows the entries stored, for a failure in the middle.
         """
         self.reached = pos
-        raw = self._send(entries[pos:])
+        limiter = self.limiter
+        taken = limiter.acquire() if limiter is not None else 0
+        try:
+            raw = self._send(entries[pos:])
+        except BaseException as exc:
+            if limiter is not None:
+                if isinstance(exc, ThrottledError):
+                    limiter.throttled(taken, exc.retry_after)
+                limiter.release()
+            raise
+        if limiter is not None:
+            limiter.accept()
         body = Urllib3Body(raw)
         reader = TarMemberReader(body)
         try:
@@ -350,6 +391,8 @@ class _BatchRun:
             return pos
         finally:
             body.close()
+            if limiter is not None:
+                limiter.release()
 
     def _store(self, entry: _Entry, name: str, data: bytes) -> bool:
         """Keep one member's bytes; False when it is not what ``entry`` asked for."""

@@ -236,8 +236,8 @@ class ResumableReader(io.RawIOBase):
                 self._slot = limiter.acquire()
             try:
                 opened = self._fetch(self.position)
-            except ThrottledError:
-                limiter.throttled(self._slot)
+            except ThrottledError as exc:
+                limiter.throttled(self._slot, exc.retry_after)
                 self._free()
                 raise
             except BaseException:
