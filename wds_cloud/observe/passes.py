@@ -19,6 +19,7 @@ from wds_cloud.observe.profile import (
     CONSUMER_WAIT,
     IDLE,
     MAX_EVENTS,
+    WORKER_BATCH,
     Recorder,
     ThreadRecord,
     recorder,
@@ -180,7 +181,7 @@ def _outermost(
     tuple appended): it runs per batch, in the process that is often the bottleneck."""
     rec.enter(thread)
     clock = time.perf_counter_ns
-    slot = rec.timers.setdefault(CONSUMER_WAIT if rec.worker < 0 else "worker batch", [0.0, 0, 0])
+    slot = rec.timers.setdefault(CONSUMER_WAIT if rec.worker < 0 else WORKER_BATCH, [0.0, 0, 0])
     events = rec.events
     ident = threading.get_ident()
     try:
@@ -193,7 +194,6 @@ def _outermost(
             end = clock()
             slot[0] += (end - start) / 1e9
             slot[1] += 1
-            rec.items += 1
             if len(events) < MAX_EVENTS:
                 events.append(("X", "batch", "batch", ident, start, end - start, None))
             yield item

@@ -117,6 +117,7 @@ _PRIORITY = {
 CONSUMER = "consumer"  # the main thread outside next(): the training step
 IDLE = "idle"  # a worker outside its pipeline: waiting for the main process to take a batch
 CONSUMER_WAIT = "consumer wait"  # the timer of the main thread's time blocked in next()
+WORKER_BATCH = "worker batch"  # the timer of a worker's next() of its (batching) pipeline
 UNSAMPLED = "unsampled"  # a pass that ended before the sampler's first look at it
 
 
@@ -295,7 +296,6 @@ class Recorder:
         self.stages: dict[tuple[str, str], float] = {}
         self.events: list[tuple[Any, ...]] = []
         self.dropped = 0
-        self.items = 0
         self.bytes_read = 0  # by the shard streams (the "bytes read" counter)
         self._bytes_seen = 0  # its value at the last look
         self.shards_open = 0  # shards opened and not closed yet (the "shards open" counter)
@@ -310,6 +310,14 @@ class Recorder:
         self._lock = threading.RLock()  # a pass dropped by the GC ends under it too
         self._sampler: threading.Thread | None = None
         self._stop = threading.Event()
+        self._open = threading.Event()  # a pass is open: the sampler looks (else it idles)
+        self._jitter = random.Random(self.pid)
+
+    @property
+    def items(self) -> int:
+        """Items (batches) the timed passes gave so far: the count of their timers."""
+        timers = self.timers
+        return sum(int(timers[n][1]) for n in (CONSUMER_WAIT, WORKER_BATCH) if n in timers)
 
     # -- explicit timers and events ---------------------------------------------------------
 
@@ -400,6 +408,7 @@ class Recorder:
             thread.depth += 1
             if thread.depth == 1:
                 thread.last = time.perf_counter_ns()
+            self._open.set()
             if self._sampler is None:
                 self._stop = threading.Event()
                 self._sampler = threading.Thread(
@@ -419,8 +428,7 @@ class Recorder:
                     self._frames.pop(frame_id, None)
                 thread.frames = []
                 if all(t.depth == 0 for t in self._threads.values()):
-                    self._stop.set()  # no pass open: the sampler ends (the next pass starts one)
-                    self._sampler = None
+                    self._open.clear()  # no pass open: the sampler idles until the next one
         if self.dump is not None:
             self.write_dump()
 
@@ -498,11 +506,18 @@ class Recorder:
                 self._read_gauges()
 
     def _run(self, stop: threading.Event) -> None:
+        """The sampler thread: a look every ``period`` seconds on average while a pass is
+        open, nothing between passes (it waits for the next one: the thread lives as long as
+        the recorder, so a loader's epochs do not each start one), a worker's dump every
+        ``DUMP_EVERY`` seconds."""
         next_dump = time.monotonic() + DUMP_EVERY
-        jitter = random.Random(self.pid)
-        # a random period (uniform around PERIOD) cannot lock onto a periodic workload's phase
-        while not stop.wait(self.period * (0.5 + jitter.random())):
-            if os.getpid() != self.pid:
+        jitter = self._jitter
+        while not stop.is_set():
+            if not self._open.is_set():
+                self._open.wait()  # between passes; stop() sets it too
+                continue
+            # a random period (uniform around PERIOD) cannot lock onto a periodic workload
+            if stop.wait(self.period * (0.5 + jitter.random())) or os.getpid() != self.pid:
                 return
             self.sample()
             if self.dump is not None and time.monotonic() >= next_dump:
@@ -514,6 +529,7 @@ class Recorder:
         with self._lock:
             sampler, self._sampler = self._sampler, None
             self._stop.set()
+            self._open.set()  # an idle sampler wakes to see the stop
         if sampler is not None and sampler is not threading.current_thread():
             sampler.join()
 
