@@ -30,8 +30,8 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Mapping
 from functools import partial
-from itertools import accumulate, chain, repeat, starmap, takewhile, tee
-from operator import attrgetter, itemgetter
+from itertools import accumulate, chain, repeat, starmap, takewhile
+from operator import attrgetter
 from types import CodeType, FrameType
 from typing import Any, cast
 
@@ -235,16 +235,16 @@ def thread_stacks(idents: Collection[int]) -> dict[int, Stack]:
     """
     enabled = gc_off()
     try:
-        threads, chains = _read_stacks()
+        wanted = list(idents)
+        chains = _read_stacks(wanted)
         try:
-            wanted = set(idents)
             return {
-                ident: (list(map(id, chain)), list(map(_CODE, chain)))
-                for ident, chain in zip(threads, chains, strict=True)
-                if ident in wanted
+                ident: (list(map(id, frames)), list(map(_CODE, frames)))
+                for ident, frames in zip(wanted, chains, strict=True)
+                if frames
             }
         finally:
-            for frames in chains:  # this thread's own frame is in them: no cycle left behind
+            for frames in chains:  # this thread's own frame may be in them: no cycle left
                 frames.clear()
     finally:
         gc_restore(enabled)
@@ -253,19 +253,19 @@ def thread_stacks(idents: Collection[int]) -> dict[int, Stack]:
 _BACK = ("f_back",) * MAX_DEPTH
 
 
-def _read_stacks() -> tuple[list[int], list[list[FrameType]]]:
-    """``sys._current_frames()`` and every thread's chain of frames from its innermost one,
-    read by one C-level evaluation: ``list`` drives iterators of C functions only (the call
-    through ``starmap``; each chain is ``accumulate(chain((top,), _BACK), getattr)``: top,
-    top.f_back, ... up to the first None), so no bytecode runs from the call to the last
-    frame read. The thread ids are kept by ``tee`` on the side."""
-    items = chain.from_iterable(map(dict.items, starmap(sys._current_frames, ((),))))
-    left, right = tee(items)
-    tops = zip(map(itemgetter(1), right))  # (top,): the first item of each walk
+def _read_stacks(idents: list[int]) -> list[list[FrameType]]:
+    """``sys._current_frames()`` and the chain of frames of each thread of ``idents`` from
+    its innermost one (empty for a thread running no Python code), read by one C-level
+    evaluation: ``list`` drives iterators of C functions only, so no bytecode runs from the
+    call to the last frame read. The call comes through ``starmap``, its dict is repeated
+    once per thread for ``dict.get``, and each chain is ``accumulate(chain((top,), _BACK),
+    getattr)`` (top, top.f_back, ...) up to the first None."""
+    calls = starmap(sys._current_frames, ((),))
+    dicts = chain.from_iterable(map(repeat, calls, (len(idents),)))
+    tops = zip(map(dict.get, dicts, idents))  # (top,) or (None,): the first item of a walk
     walks = map(accumulate, map(chain, tops, repeat(_BACK)), repeat(getattr))
     chains = list(map(list, map(partial(takewhile, bool), walks)))
-    threads = [ident for ident, _ in left]
-    return threads, cast("list[list[FrameType]]", chains)  # accumulate's items are untyped
+    return cast("list[list[FrameType]]", chains)  # accumulate's items are untyped
 
 
 class Recorder:
