@@ -22,7 +22,10 @@ Mode ``paired`` (always run): one subprocess per cell and round builds the ``off
 throughput (wall and CPU). Passes a fraction of a second apart see the same machine, so a
 shared machine's load changes (seconds to minutes) cancel out, which the separate processes'
 ratio cannot do. (The ``off`` pipeline there runs in a process where a recorder exists, so it
-pays one more check per stage and pass than a process that never profiled.)
+pays one more check per stage and pass than a process that never profiled.) With
+``--baseline TREE`` also ``paired-before``: the same paired measurement of the other tree's
+profiler, in the same rounds (the order alternating), for what a change to the profiler
+gained when the machine's load moves more than the change.
 """
 
 from __future__ import annotations
@@ -139,14 +142,14 @@ def measure(
     conf: dict[str, Any],
 ) -> dict[str, Any]:
     env = dict(os.environ)
-    tree = args.baseline if mode == "before" else ROOT
+    tree = args.baseline if mode in ("before", "paired-before") else ROOT
     env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("WDS_CLOUD_PROFILE", None)
     command = [
         sys.executable,
         os.path.abspath(__file__),
         "--worker",
-        f"{regime}:{cell}:{'off' if mode == 'before' else mode}",  # off, on, paired
+        f"{regime}:{cell}:{WORKER_MODE.get(mode, mode)}",  # off, on, paired
         "--urls",
         ",".join(urls),
         "--min-seconds",
@@ -157,6 +160,9 @@ def measure(
         raise RuntimeError(f"{regime}/{cell}/{mode} failed:\n{done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+WORKER_MODE = {"before": "off", "paired-before": "paired"}  # the baseline tree's modes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,10 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             urls = list(sets[regime].paths)
             _data.warm(urls)
             order = modes if rnd % 2 == 0 else modes[::-1]
-            for mode in [*order, "paired"]:
+            pairs = ["paired", "paired-before"] if args.baseline else ["paired"]
+            for mode in [*order, *(pairs if rnd % 2 == 0 else pairs[::-1])]:
                 res = measure(regime, cell, mode, urls, args, conf)
                 runs.setdefault((regime, cell), {}).setdefault(mode, []).append(res)
-                if mode == "paired":
+                if mode.startswith("paired"):
                     said = f"{res['ratio']:.3f} of off ({res['pairs']} pairs)"
                 else:
                     said = f"{res['samples_per_s']:,.0f}/s"
@@ -228,24 +235,26 @@ def main(argv: list[str] | None = None) -> int:
         f"{'wall':>7} {'range':>13} {'CPU':>7}"
     )
     for (regime, cell), by_mode in runs.items():
-        pairs = by_mode["paired"]
-        walls = [r["ratio"] for r in pairs]
-        cpus = [r["cpu_ratio"] for r in pairs]
-        row = {
-            "cell": f"{regime}/{cell}",
-            "mode": "paired",
-            "ratio_median": statistics.median(walls),
-            "ratio_min": min(walls),
-            "ratio_max": max(walls),
-            "cpu_ratio_median": statistics.median(cpus),
-            "pairs": sum(r["pairs"] for r in pairs),
-        }
-        summary.append(row)
-        lines.append(
-            f"{row['cell']:<14} {str(row['pairs']) + ' pairs in ' + str(len(pairs)) + ' rounds':<52} "
-            f"{row['ratio_median']:>7.3f} {row['ratio_min']:>6.3f}-{row['ratio_max']:<6.3f} "
-            f"{row['cpu_ratio_median']:>7.3f}"
-        )
+        for mode in [m for m in ("paired", "paired-before") if m in by_mode]:
+            pairs = by_mode[mode]
+            walls = [r["ratio"] for r in pairs]
+            cpus = [r["cpu_ratio"] for r in pairs]
+            row = {
+                "cell": f"{regime}/{cell}",
+                "mode": mode,
+                "ratio_median": statistics.median(walls),
+                "ratio_min": min(walls),
+                "ratio_max": max(walls),
+                "cpu_ratio_median": statistics.median(cpus),
+                "pairs": sum(r["pairs"] for r in pairs),
+            }
+            summary.append(row)
+            said = f"{mode}: {row['pairs']} pairs in {len(pairs)} rounds"
+            lines.append(
+                f"{row['cell']:<14} {said:<52} "
+                f"{row['ratio_median']:>7.3f} {row['ratio_min']:>6.3f}-{row['ratio_max']:<6.3f} "
+                f"{row['cpu_ratio_median']:>7.3f}"
+            )
     print("\n".join(lines))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

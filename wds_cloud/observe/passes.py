@@ -19,6 +19,7 @@ from wds_cloud.observe.profile import (
     CONSUMER_WAIT,
     IDLE,
     MAX_EVENTS,
+    WORKER_BATCH,
     Recorder,
     ThreadRecord,
     recorder,
@@ -30,7 +31,6 @@ __all__ = [
     "run_batch_stages",
     "stage_label",
     "timed_batch_read",
-    "timed_items",
     "watch_stage",
 ]
 
@@ -126,7 +126,7 @@ def profiled_iter(
     The outermost one of its thread is watched by the sampler from now until it ends (or is
     dropped); a nested one is returned as it is (its stages are watched through
     :func:`watch_stage`). With ``timed`` (a pipeline that ends in batches) each ``next()``
-    is timed exactly and marked in the trace; without, the wait is the sampler's (a
+    is timed exactly and marked in the trace (:func:`_outermost`); without, the wait is the sampler's (a
     per-sample ``next()`` is too fast to time within the overhead budget), and the pass costs
     one C-level ``itertools.chain`` step per item. ``listed``: the seconds the pipeline took
     to list its shards, recorded once, in the main process.
@@ -175,34 +175,30 @@ class _PassEnd:
 def _outermost(
     rec: Recorder, thread: ThreadRecord, source: Iterator[Any]
 ) -> Generator[Any, None, None]:
+    """A timed outermost pass: watched from its first ``next()`` to its end (or until it is
+    dropped), each ``next()`` of ``source`` timed into ``consumer wait`` (a worker: ``worker
+    batch``) and marked as a ``batch`` span. One generator, its loop inlined (clock reads, a
+    tuple appended): it runs per batch, in the process that is often the bottleneck."""
     rec.enter(thread)
-    try:
-        yield from timed_items(source, rec, CONSUMER_WAIT if rec.worker < 0 else "worker batch")
-    finally:
-        rec.leave(thread)
-
-
-def timed_items(it: Iterator[Any], rec: Recorder, name: str) -> Iterator[Any]:
-    """Yield ``it``'s items (batches), timing each ``next()`` into timer ``name`` (the
-    consumer's wait) and marking a ``batch`` trace span for each. Inlined: it runs per batch
-    of an outermost pipeline that batches (:func:`profiled_iter` with ``timed``)."""
     clock = time.perf_counter_ns
-    slot = rec.timers.setdefault(name, [0.0, 0, 0])
+    slot = rec.timers.setdefault(CONSUMER_WAIT if rec.worker < 0 else WORKER_BATCH, [0.0, 0, 0])
     events = rec.events
     ident = threading.get_ident()
-    while True:
-        start = clock()
-        try:
-            item = next(it)
-        except StopIteration:
-            return
-        end = clock()
-        slot[0] += (end - start) / 1e9
-        slot[1] += 1
-        rec.items += 1
-        if len(events) < MAX_EVENTS:
-            events.append(("X", "batch", "batch", ident, start, end - start, None))
-        yield item
+    try:
+        while True:
+            start = clock()
+            try:
+                item = next(source)
+            except StopIteration:
+                return
+            end = clock()
+            slot[0] += (end - start) / 1e9
+            slot[1] += 1
+            if len(events) < MAX_EVENTS:
+                events.append(("X", "batch", "batch", ident, start, end - start, None))
+            yield item
+    finally:
+        rec.leave(thread)
 
 
 # -- batches read on request (make_loader(order="global")) ----------------------------------

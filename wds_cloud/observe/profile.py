@@ -28,9 +28,12 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from functools import partial
+from itertools import accumulate, chain, repeat, starmap, takewhile
+from operator import attrgetter
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, cast
 
 from wds_cloud.settings import BOOL, SECONDS, ConfigTable, Field, above
 
@@ -114,6 +117,7 @@ _PRIORITY = {
 CONSUMER = "consumer"  # the main thread outside next(): the training step
 IDLE = "idle"  # a worker outside its pipeline: waiting for the main process to take a batch
 CONSUMER_WAIT = "consumer wait"  # the timer of the main thread's time blocked in next()
+WORKER_BATCH = "worker batch"  # the timer of a worker's next() of its (batching) pipeline
 UNSAMPLED = "unsampled"  # a pass that ended before the sampler's first look at it
 
 
@@ -150,6 +154,52 @@ class ThreadRecord:
         self.frames: list[int] = []  # ids of the stage frames registered for its passes
 
 
+MAX_DEPTH = 1024  # frames read per stack at most, from the innermost (the recursion limit's order)
+_CODE = attrgetter("f_code")
+Stack = tuple[list[int], list[CodeType]]  # a stack's frame ids and code objects, innermost first
+
+
+class _Gc:
+    """The collector as the looks leave it: ``off``, a look has switched it off (it was on)
+    and not back yet; ``hooked``, the fork hook that mends a child forked meanwhile is in."""
+
+    off = False
+    hooked = False
+
+
+def gc_off() -> bool:
+    """Switch the garbage collector off for a look and say whether it was on. Nothing is
+    allocated before it is off (a collection could start at any allocation). A process forked
+    before :func:`gc_restore` (a DataLoader worker started while the sampler looks) would run
+    its whole life without collecting cycles: the hook :func:`fork_hook` registers turns it
+    back on there."""
+    enabled = gc.isenabled()
+    gc.disable()
+    _Gc.off = enabled
+    return enabled
+
+
+def gc_restore(enabled: bool) -> None:
+    """The collector back to its state before :func:`gc_off`."""
+    _Gc.off = False
+    if enabled:
+        gc.enable()
+
+
+def fork_hook() -> None:
+    """Register, once per process, the fork hook that turns the collector back on in a child
+    forked while a look had it off (called when a recorder is made, never at import)."""
+    if not _Gc.hooked:
+        _Gc.hooked = True
+        os.register_at_fork(after_in_child=_after_fork)
+
+
+def _after_fork() -> None:
+    if _Gc.off:
+        _Gc.off = False
+        gc.enable()
+
+
 def current_frames() -> dict[int, FrameType]:
     """``sys._current_frames()`` with the garbage collector off while it runs.
 
@@ -161,13 +211,61 @@ def current_frames() -> dict[int, FrameType]:
     ``_PyThread_CurrentFrames``, every other thread waiting for the GIL). The collector is
     turned back on only if it was on.
     """
-    enabled = gc.isenabled()
-    gc.disable()
+    enabled = gc_off()
     try:
         return sys._current_frames()
     finally:
-        if enabled:
-            gc.enable()
+        gc_restore(enabled)
+
+
+def thread_stacks(idents: Collection[int]) -> dict[int, Stack]:
+    """The stacks of the threads ``idents`` (those running Python code) as plain data: each
+    frame's ``id`` and code object, innermost first, at most :data:`MAX_DEPTH` frames.
+
+    Another thread's frames may only be walked while that thread cannot run. A Python loop
+    over ``f_back`` can be switched out between two steps (another thread waiting 5 ms for the
+    GIL is enough); the walked thread then runs on, suspends or resumes the generators on its
+    stack, and the walk goes on through frames that no longer belong together (a stage's time
+    charged to ``idle``). CPython 3.11 sampling profilers that walk ``f_back`` in Python have
+    crashed with use-after-free (sentry-python #6119, ddtrace #13567); this one once saw a
+    DataLoader worker's segmentation fault and an ``f_back`` that returned a ``dict``. So
+    the call and every walk are one C-level evaluation (:func:`_read_stacks`), which runs no
+    bytecode and so never gives up the GIL, with the collector off (no finalizer runs in it
+    either, see :func:`current_frames`); the frames are dropped before this returns.
+    """
+    enabled = gc_off()
+    try:
+        wanted = list(idents)
+        chains = _read_stacks(wanted)
+        try:
+            return {
+                ident: (list(map(id, frames)), list(map(_CODE, frames)))
+                for ident, frames in zip(wanted, chains, strict=True)
+                if frames
+            }
+        finally:
+            for frames in chains:  # this thread's own frame may be in them: no cycle left
+                frames.clear()
+    finally:
+        gc_restore(enabled)
+
+
+_BACK = ("f_back",) * MAX_DEPTH
+
+
+def _read_stacks(idents: list[int]) -> list[list[FrameType]]:
+    """``sys._current_frames()`` and the chain of frames of each thread of ``idents`` from
+    its innermost one (empty for a thread running no Python code), read by one C-level
+    evaluation: ``list`` drives iterators of C functions only, so no bytecode runs from the
+    call to the last frame read. The call comes through ``starmap``, its dict is repeated
+    once per thread for ``dict.get``, and each chain is ``accumulate(chain((top,), _BACK),
+    getattr)`` (top, top.f_back, ...) up to the first None."""
+    calls = starmap(sys._current_frames, ((),))
+    dicts = chain.from_iterable(map(repeat, calls, (len(idents),)))
+    tops = zip(map(dict.get, dicts, idents))  # (top,) or (None,): the first item of a walk
+    walks = map(accumulate, map(chain, tops, repeat(_BACK)), repeat(getattr))
+    chains = list(map(list, map(partial(takewhile, bool), walks)))
+    return cast("list[list[FrameType]]", chains)  # accumulate's items are untyped
 
 
 class Recorder:
@@ -186,6 +284,7 @@ class Recorder:
 
     def __init__(self, role: str, rank: int = 0, worker: int = -1, dump: str | None = None):
         Recorder.created += 1
+        fork_hook()
         self.role = role
         self.rank = rank
         self.worker = worker
@@ -197,7 +296,6 @@ class Recorder:
         self.stages: dict[tuple[str, str], float] = {}
         self.events: list[tuple[Any, ...]] = []
         self.dropped = 0
-        self.items = 0
         self.bytes_read = 0  # by the shard streams (the "bytes read" counter)
         self._bytes_seen = 0  # its value at the last look
         self.shards_open = 0  # shards opened and not closed yet (the "shards open" counter)
@@ -212,6 +310,14 @@ class Recorder:
         self._lock = threading.RLock()  # a pass dropped by the GC ends under it too
         self._sampler: threading.Thread | None = None
         self._stop = threading.Event()
+        self._open = threading.Event()  # a pass is open: the sampler looks (else it idles)
+        self._jitter = random.Random(self.pid)
+
+    @property
+    def items(self) -> int:
+        """Items (batches) the timed passes gave so far: the count of their timers."""
+        timers = self.timers
+        return sum(int(timers[n][1]) for n in (CONSUMER_WAIT, WORKER_BATCH) if n in timers)
 
     # -- explicit timers and events ---------------------------------------------------------
 
@@ -302,6 +408,7 @@ class Recorder:
             thread.depth += 1
             if thread.depth == 1:
                 thread.last = time.perf_counter_ns()
+            self._open.set()
             if self._sampler is None:
                 self._stop = threading.Event()
                 self._sampler = threading.Thread(
@@ -321,8 +428,7 @@ class Recorder:
                     self._frames.pop(frame_id, None)
                 thread.frames = []
                 if all(t.depth == 0 for t in self._threads.values()):
-                    self._stop.set()  # no pass open: the sampler ends (the next pass starts one)
-                    self._sampler = None
+                    self._open.clear()  # no pass open: the sampler idles until the next one
         if self.dump is not None:
             self.write_dump()
 
@@ -340,35 +446,35 @@ class Recorder:
                 self._frames.pop(frame_id, None)
             del thread.frames[-count:]
 
-    def _label(self, frame: FrameType | None, thread: ThreadRecord) -> str:
+    def _label(self, stack: Stack, thread: ThreadRecord) -> str:
         best = ""
-        while frame is not None:
-            found = self._frames.get(id(frame))
-            if found is not None and found[0] is frame:
+        frames, codes = self._frames, self._codes
+        for frame_id, code in zip(*stack, strict=True):
+            found = frames.get(frame_id)
+            if found is not None:  # a registered stage frame (held there: its id is its own)
                 return best or found[1]
-            code = frame.f_code
-            label = self._codes.get(code)
+            label = codes.get(code)
             if label is None:
-                label = self._codes[code] = _rule(code)
+                label = codes[code] = _rule(code)
             if label == _STOP:
                 break
             if label and (not best or _PRIORITY[label] < _PRIORITY[best]):
                 best = label
-            frame = frame.f_back
         return best or thread.outside
 
-    def _charge(self, thread: ThreadRecord, now: int, frame: FrameType | None) -> None:
-        """Charge ``[thread.last, now]`` to what ``frame`` runs (None: the pass ended, to
-        the stage of the last look) and close the trace span of a stage left."""
+    def _charge(self, thread: ThreadRecord, now: int, stack: Stack | None) -> None:
+        """Charge ``[thread.last, now]`` to what ``stack`` runs (None: the pass ended, or the
+        thread runs no Python code: to the stage of the last look) and close the trace span of
+        a stage left."""
         prev = thread.span
-        if frame is not None:
-            label = self._label(frame, thread)
+        if stack is not None:
+            label = self._label(stack, thread)
         else:  # a pass shorter than one period may end before any look: say so
             label = prev[0] if prev else UNSAMPLED
         if label:
             key = (thread.name, label)
             self.stages[key] = self.stages.get(key, 0.0) + (now - thread.last) / 1e9
-        if frame is None:
+        if stack is None:
             if prev is not None and now > prev[1]:
                 self._event(("X", prev[0], "stage", -thread.tid, prev[1], now - prev[1], None))
             thread.span = None
@@ -383,35 +489,35 @@ class Recorder:
         thread.last = now
 
     def sample(self) -> None:
-        """Look once at every watched thread (the sampler thread calls this).
-
-        The frames of one look are dropped before it returns: ``sys._current_frames()`` holds
-        this thread's own frame too, whose locals hold the dict, so a dict left to the garbage
-        collector would keep every thread's frames (and what their locals hold: a DataLoader
-        iterator, whose shutdown then ran in a collection, after its queues were closed, and
-        waited out its workers' 5 s timeouts) until a collection came round.
-        """
-        frames = current_frames()
-        try:
-            now = time.perf_counter_ns()
-            with self._lock:
-                for thread in self._threads.values():
-                    if thread.depth > 0:
-                        self._charge(thread, now, frames.get(thread.ident))
-                if self.bytes_read != self._bytes_seen:  # written when it changed
-                    self._bytes_seen = self.bytes_read
-                    self.counter("bytes read", self.bytes_read)
-                if self._gauges:
-                    self._read_gauges()
-        finally:
-            frames.clear()
+        """Look once at every watched thread (the sampler thread calls this): read their
+        stacks (:func:`thread_stacks`: plain data, no frame kept), then charge each."""
+        with self._lock:
+            watched = [t for t in self._threads.values() if t.depth > 0]
+        stacks = thread_stacks([t.ident for t in watched]) if watched else {}
+        now = time.perf_counter_ns()
+        with self._lock:
+            for thread in watched:  # one that entered since is charged at the next look
+                if thread.depth > 0:
+                    self._charge(thread, now, stacks.get(thread.ident))
+            if self.bytes_read != self._bytes_seen:  # written when it changed
+                self._bytes_seen = self.bytes_read
+                self.counter("bytes read", self.bytes_read)
+            if self._gauges:
+                self._read_gauges()
 
     def _run(self, stop: threading.Event) -> None:
+        """The sampler thread: a look every ``period`` seconds on average while a pass is
+        open, nothing between passes (it waits for the next one: the thread lives as long as
+        the recorder, so a loader's epochs do not each start one), a worker's dump every
+        ``DUMP_EVERY`` seconds."""
         next_dump = time.monotonic() + DUMP_EVERY
-        jitter = random.Random(self.pid)
-        # a random period (uniform around PERIOD) cannot lock onto a periodic workload's phase
-        while not stop.wait(self.period * (0.5 + jitter.random())):
-            if os.getpid() != self.pid:
+        jitter = self._jitter
+        while not stop.is_set():
+            if not self._open.is_set():
+                self._open.wait()  # between passes; stop() sets it too
+                continue
+            # a random period (uniform around PERIOD) cannot lock onto a periodic workload
+            if stop.wait(self.period * (0.5 + jitter.random())) or os.getpid() != self.pid:
                 return
             self.sample()
             if self.dump is not None and time.monotonic() >= next_dump:
@@ -423,6 +529,7 @@ class Recorder:
         with self._lock:
             sampler, self._sampler = self._sampler, None
             self._stop.set()
+            self._open.set()  # an idle sampler wakes to see the stop
         if sampler is not None and sampler is not threading.current_thread():
             sampler.join()
 

@@ -33,7 +33,7 @@ from wds_cloud.redact import redact_url
 if TYPE_CHECKING:
     from wds_cloud.observe.report import ProfileReport
 
-__all__ = ["BenchResult", "bench_loader", "bench_urls", "payload_nbytes"]
+__all__ = ["BenchResult", "batch_samples", "bench_loader", "bench_urls", "payload_nbytes"]
 
 Step = Callable[[Any], Any]
 
@@ -154,7 +154,9 @@ def _noop(batch: Any) -> None:
     return None
 
 
-def _batch_len(batch: Any) -> int:
+def batch_samples(batch: Any) -> int:
+    """Samples in a collated batch (a dict, tuple or list of columns, or a tensor): the length
+    of its first column (the benchmark's and the autotune trials' count)."""
     if isinstance(batch, dict):
         batch = next(iter(batch.values()), [])
     elif isinstance(batch, tuple | list) and batch and hasattr(batch[0], "__len__"):
@@ -199,7 +201,7 @@ def bench_loader(
     step: Step | None = None,
     compare: bool | None = None,
     nbytes: Callable[[Any], int] | None = None,
-    batch_len: Callable[[Any], int] = _batch_len,
+    batch_len: Callable[[Any], int] = batch_samples,
     synchronize: Callable[[], Any] | None = None,
     progress: bool = False,
     config: dict[str, Any] | None = None,

@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from wds_cloud.tools.bench import batch_samples
 from wds_cloud.tools.tune.memory import MemoryWatch
 from wds_cloud.tools.tune.space import Setting
 
-__all__ = ["OK", "OVER_BUDGET", "Trial", "batch_len", "run_trial"]
+__all__ = ["OK", "OVER_BUDGET", "Trial", "run_trial"]
 
 OK = "ok"
 OVER_BUDGET = "over budget"
@@ -63,15 +64,6 @@ class Trial:
     def ok(self) -> bool:
         """Measured within the budget."""
         return self.status == OK
-
-
-def batch_len(batch: Any) -> int:
-    """Samples in a collated batch (a dict, tuple or list of columns, or a tensor)."""
-    if isinstance(batch, dict):
-        batch = next(iter(batch.values()), [])
-    elif isinstance(batch, tuple | list) and batch and hasattr(batch[0], "__len__"):
-        batch = batch[0]
-    return len(batch)
 
 
 def _close(iterator: Any) -> None:
@@ -134,7 +126,7 @@ def _measure(
             for batch in iterator:
                 now = time.perf_counter()
                 batches += 1
-                samples += batch_len(batch)
+                samples += batch_samples(batch)
                 if batches == 1:
                     first = now
                 elif mark is None and batches > ready and now - first >= WARM_SHARE * seconds:
