@@ -34,7 +34,14 @@ from wds_cloud.core.decode import Decoder, decode_stage, field_error
 from wds_cloud.core.imagedecode import ImageDecode, ImageHandler
 from wds_cloud.core.jpegdecode import decode_jpeg, jpeg_header
 
-__all__ = ["PendingImage", "batch_decode", "can_batch_decode", "decode_columns"]
+__all__ = [
+    "BATCH_SPECS",
+    "Buffers",
+    "PendingImage",
+    "batch_decode",
+    "can_batch_decode",
+    "decode_columns",
+]
 
 #: Image specs decoded into batches: numpy uint8 arrays, the only results rows of one array hold.
 BATCH_SPECS = frozenset({"rgb8", "rgba8", "l8"})
