@@ -121,9 +121,12 @@ def test_error_statuses_show_status_and_body(http_server: HttpFileServer, status
         _opener(retries=1).open(http_server.url("x.tar"))
 
 
-def test_transient_status_is_retried(http_server: HttpFileServer) -> None:
+@pytest.mark.parametrize("status", [408, 500, 502, 504])
+def test_transient_status_is_retried(http_server: HttpFileServer, status: int) -> None:
+    """A transient answer is retried after the opener's backoff. (429 and 503 are throttling:
+    the endpoint's limiter paces the retry instead, tests/openers/test_throttle*.py.)"""
     url = _put(http_server, "x.bin", b"payload")
-    http_server.status_for["/x.bin"] = 503
+    http_server.status_for["/x.bin"] = status
     opener = _opener(retries=3)
     # the server recovers while the opener backs off
     opener._sleep = lambda _delay: http_server.status_for.clear()

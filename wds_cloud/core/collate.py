@@ -15,7 +15,7 @@ import numpy as np
 
 from wds_cloud.errors import SampleError
 
-__all__ = ["default_collation_fn", "torch_collate"]
+__all__ = ["batch_samples", "default_collation_fn", "torch_collate"]
 
 
 def _is_tensor(x: Any) -> bool:
@@ -235,3 +235,13 @@ def torch_collate(samples: Sequence[Any]) -> Any:
 
 
 Collate = Callable[[Sequence[Any]], Any]
+
+
+def batch_samples(batch: Any) -> int:
+    """Samples in a collated batch (a dict, tuple or list of columns, or a tensor): the length
+    of its first column (the benchmark's and the autotune trials' count)."""
+    if isinstance(batch, dict):
+        batch = next(iter(batch.values()), [])
+    elif isinstance(batch, tuple | list) and batch and hasattr(batch[0], "__len__"):
+        batch = batch[0]
+    return len(batch)

@@ -27,13 +27,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wds_cloud.core.collate import batch_samples
 from wds_cloud.errors import ConfigError
 from wds_cloud.redact import redact_url
 
 if TYPE_CHECKING:
     from wds_cloud.observe.report import ProfileReport
 
-__all__ = ["BenchResult", "batch_samples", "bench_loader", "bench_urls", "payload_nbytes"]
+__all__ = ["BenchResult", "bench_loader", "bench_urls", "payload_nbytes"]
 
 Step = Callable[[Any], Any]
 
@@ -152,16 +153,6 @@ class BenchResult:
 
 def _noop(batch: Any) -> None:
     return None
-
-
-def batch_samples(batch: Any) -> int:
-    """Samples in a collated batch (a dict, tuple or list of columns, or a tensor): the length
-    of its first column (the benchmark's and the autotune trials' count)."""
-    if isinstance(batch, dict):
-        batch = next(iter(batch.values()), [])
-    elif isinstance(batch, tuple | list) and batch and hasattr(batch[0], "__len__"):
-        batch = batch[0]
-    return len(batch)
 
 
 def _too_short(batches: int, window: int, windows: int, prefetched: int) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wds_cloud.tools.bench import batch_samples
+from wds_cloud.core.collate import batch_samples
 from wds_cloud.tools.tune.memory import MemoryWatch
 from wds_cloud.tools.tune.space import Setting
 
