@@ -308,3 +308,12 @@ def test_held_batches_are_never_overwritten(tmp_path: Path) -> None:
     want = list(make_loader(shards, executor="processes", **kw))
     for a, b, c in zip(held, dropped, want, strict=True):
         assert torch.equal(a[0], c[0]) and torch.equal(b, c[0])
+
+
+def test_profiles_name_the_decode_into_batches() -> None:
+    """A profile charges the readers' decoding to ``decode (into batches)``, which the verdict
+    reads as decode-bound (docs/pytorch.md)."""
+    from wds_cloud.observe import profile
+
+    label = profile._rule(PendingImage.decode_into.__code__)
+    assert label == "decode (into batches)" and label.startswith("decode")
