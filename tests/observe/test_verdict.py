@@ -25,18 +25,24 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from latency_proxy import LatencyProxy  # noqa: E402  (benchmarks/ is not a package)
 
 
-def test_slow_decode_in_the_workers_is_decode_bound(local_urls: list[str]) -> None:
+def _slow_decode_verdict(urls: list[str], **kw: Any) -> str:
+    """The verdict of a profiled pass over ``urls`` whose decode is :func:`slow_decoder`."""
     loader = make_loader(
-        local_urls,
+        urls,
         batch_size=8,
-        num_workers=2,
         shuffle_buffer=0,
         decode=slow_decoder,
         to_tuple=("txt", "cls"),
         profile=True,
+        **kw,
     )
     assert sum(len(batch[1]) for batch in loader) == 160
-    verdict = loader.profile_report().verdict()
+    verdict: str = loader.profile_report().verdict()
+    return verdict
+
+
+def test_slow_decode_in_the_workers_is_decode_bound(local_urls: list[str]) -> None:
+    verdict = _slow_decode_verdict(local_urls, num_workers=2)
     assert verdict.startswith("decode-bound: "), verdict
     assert "of worker time in decode(slow_decoder)" in verdict
     found = re.search(r"num_workers=(\d+)", verdict)
@@ -58,18 +64,7 @@ def test_a_decode_bound_thread_loader_is_pointed_at_cores_not_at_threads(
 ) -> None:
     """The thread executor's readers decoding: the hint is about reader threads and cores,
     never "use executor='threads'" (it is in use)."""
-    loader = make_loader(
-        local_urls,
-        batch_size=8,
-        num_workers=1,
-        shuffle_buffer=0,
-        decode=slow_decoder,
-        to_tuple=("txt", "cls"),
-        profile=True,
-        executor="threads",
-    )
-    assert sum(len(batch[1]) for batch in loader) == 160
-    verdict = loader.profile_report().verdict()
+    verdict = _slow_decode_verdict(local_urls, num_workers=1, executor="threads")
     assert verdict.startswith("decode-bound: ") and "decode(slow_decoder)" in verdict, verdict
     assert verdict.endswith(thread_hint(1)), verdict
     assert "executor" not in verdict

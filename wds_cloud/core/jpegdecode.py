@@ -94,10 +94,13 @@ def decode_jpeg(
     """
     if data[:2] != b"\xff\xd8":
         return None
+    if colorspace is None:
+        header = jpeg_header(data)
+        if header is None:
+            return None
+        colorspace = header[2]
     sj = _module()
     try:
-        if colorspace is None:
-            _, _, colorspace, _ = sj.decode_jpeg_header(data)
         if colorspace not in _FAST_COLORSPACES or (mode == "l" and colorspace != "Gray"):
             return None
         pixels: np.ndarray = sj.decode_jpeg(data, colorspace=_OUTPUT[mode], buffer=out)
