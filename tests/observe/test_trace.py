@@ -10,6 +10,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.observe.helpers import slow_a
 from tests.support.http_server import HttpFileServer
 from wds_cloud.pytorch.builder import ReadAhead, make_loader
@@ -170,3 +172,35 @@ def test_trace_counter_device_prefetch(local_urls: list[str], tmp_path: Path) ->
     check_trace(doc)
     values = _counters(doc)["main", "device prefetch"]
     assert set(values) <= {0, 1} and 1 in values
+
+
+def test_batch_spans_one_per_batch_kept_as_ints(
+    local_urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A timed pass keeps one ``batch`` span per batch in two int arrays, none as a tuple in
+    ``events`` (docs/observability.md, "Overhead"); :meth:`trace_events` gives them as events,
+    once each when read for the dump, and past ``MAX_EVENTS`` they are counted as dropped."""
+    import wds_cloud as wds
+    from wds_cloud.observe import passes
+    from wds_cloud.observe.profile import current
+
+    ds = wds.WebDataset(local_urls, shardshuffle=False).to_tuple("txt", "cls").batched(16)
+    ds.profile()
+    assert sum(1 for _ in ds) == 10  # 160 samples
+    rec = current()
+    assert rec is not None
+    assert not [e for e in rec.events if e[2] == "batch"]
+    spans = [e for e in rec.trace_events() if e[2] == "batch"]
+    assert len(spans) == 10 and all(e[0] == "X" and e[5] >= 0 for e in spans)
+    assert [e[4] for e in spans] == sorted(e[4] for e in spans)
+    first = rec.trace_events(dumped=True)
+    assert len([e for e in first if e[2] == "batch"]) == 10
+    assert rec.trace_events(dumped=True) == []  # each written once
+    assert sum(1 for _ in ds) == 10
+    again = [e for e in rec.trace_events(dumped=True) if e[2] == "batch"]
+    assert len(again) == 10 and again[0][4] > spans[-1][4]
+    monkeypatch.setattr(passes, "MAX_EVENTS", 25)
+    dropped = rec.dropped
+    assert sum(1 for _ in ds) == 10
+    assert len([e for e in rec.trace_events() if e[2] == "batch"]) == 25
+    assert rec.dropped - dropped == 5

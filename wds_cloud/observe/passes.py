@@ -177,13 +177,13 @@ def _outermost(
 ) -> Generator[Any, None, None]:
     """A timed outermost pass: watched from its first ``next()`` to its end (or until it is
     dropped), each ``next()`` of ``source`` timed into ``consumer wait`` (a worker: ``worker
-    batch``) and marked as a ``batch`` span. One generator, its loop inlined (clock reads, a
-    tuple appended): it runs per batch, in the process that is often the bottleneck."""
+    batch``) and marked as a ``batch`` span (two ints appended to the thread's arrays,
+    :meth:`Recorder.batch_track`: no object kept per batch). One generator, its loop inlined:
+    it runs per batch, in the process that is often the bottleneck."""
     rec.enter(thread)
     clock = time.perf_counter_ns
     slot = rec.timers.setdefault(CONSUMER_WAIT if rec.worker < 0 else WORKER_BATCH, [0.0, 0, 0])
-    events = rec.events
-    ident = threading.get_ident()
+    starts, durs = rec.batch_track(threading.get_ident())
     try:
         while True:
             start = clock()
@@ -194,8 +194,11 @@ def _outermost(
             end = clock()
             slot[0] += (end - start) / 1e9
             slot[1] += 1
-            if len(events) < MAX_EVENTS:
-                events.append(("X", "batch", "batch", ident, start, end - start, None))
+            if len(durs) < MAX_EVENTS:
+                starts.append(start)
+                durs.append(end - start)
+            else:
+                rec.dropped += 1
             yield item
     finally:
         rec.leave(thread)

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import weakref
+from array import array
 from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from itertools import accumulate, chain, repeat, starmap, takewhile
@@ -68,7 +69,7 @@ PROFILE_SETTINGS = ConfigTable(
     ),
 )
 DUMP_EVERY = 0.5  # seconds between two dumps of a worker's totals
-MAX_EVENTS = 200_000  # trace events kept per process; later ones are counted, not kept
+MAX_EVENTS = 200_000  # trace events kept per process (and batch spans per thread); later ones are counted, not kept
 
 _STOP = "-"  # a frame below which the stack is not this thread's work
 # what a frame's code is doing, from the most to the least specific; the first rule whose
@@ -277,7 +278,9 @@ class Recorder:
         worker: the DataLoader worker index (-1 in the main process).
         timers: ``name -> [seconds, count, bytes]``.
         stages: ``(thread, stage) -> seconds`` charged by the sampler.
-        events: trace events (``X`` spans and ``C`` counters), see :mod:`.trace`.
+        events: trace events (``X`` spans and ``C`` counters), see :mod:`.trace`; the
+            ``batch`` spans of the timed passes are kept apart (:meth:`batch_track`), and
+            :meth:`trace_events` gives both.
     """
 
     created = 0  # recorders made in this process: 0 while profiling was never on
@@ -295,6 +298,9 @@ class Recorder:
         self.timers: dict[str, list[float]] = {}
         self.stages: dict[tuple[str, str], float] = {}
         self.events: list[tuple[Any, ...]] = []
+        # thread ident -> (starts, durations) of its batch spans, in ns
+        self._batches: dict[int, tuple[array[int], array[int]]] = {}
+        self._batches_dumped: dict[int, int] = {}  # batch spans already written, per thread
         self.dropped = 0
         self.bytes_read = 0  # by the shard streams (the "bytes read" counter)
         self._bytes_seen = 0  # its value at the last look
@@ -378,6 +384,39 @@ class Recorder:
             if self._gauge_values.get(name) != total:
                 self._gauge_values[name] = total
                 self.counter(name, total)
+
+    def batch_track(self, ident: int) -> tuple[array[int], array[int]]:
+        """The batch spans of thread ``ident``: two arrays, their starts and durations (ns),
+        appended to by its timed passes (:func:`~.passes._outermost`).
+
+        A span a batch as a tuple would leave three long-lived objects in the heap per batch,
+        among the batch's own short-lived ones: they fragment the allocator's pools, and the
+        process that receives batches (often the bottleneck) measured ~10 us more of CPU a
+        batch for it (docs/observability.md, "Overhead"). Two int64 arrays keep none."""
+        track = self._batches.get(ident)
+        if track is None:
+            with self._lock:
+                track = self._batches.setdefault(ident, (array("q"), array("q")))
+        return track
+
+    def trace_events(self, dumped: bool = False) -> list[tuple[Any, ...]]:
+        """The trace events kept so far, the batch spans included (``dumped``: only those not
+        written to the dump yet, and marks them written)."""
+        with self._lock:
+            start = self._dumped if dumped else 0
+            out = self.events[start:]
+            if dumped:
+                self._dumped = len(self.events)
+            for ident, (starts, durs) in list(self._batches.items()):
+                first = self._batches_dumped.get(ident, 0) if dumped else 0
+                end = len(durs)  # a start is appended before its duration
+                out.extend(
+                    ("X", "batch", "batch", ident, starts[i], durs[i], None)
+                    for i in range(first, end)
+                )
+                if dumped:
+                    self._batches_dumped[ident] = end
+            return out
 
     def _event(self, event: tuple[Any, ...]) -> None:
         if len(self.events) < MAX_EVENTS:
@@ -561,9 +600,7 @@ class Recorder:
         if self.dump is None:
             return
         snap = self.snapshot()
-        with self._lock:
-            new = self.events[self._dumped :]
-            self._dumped = len(self.events)
+        new = self.trace_events(dumped=True)
         base = os.path.join(self.dump, str(self.pid))
         try:
             if new:

@@ -275,7 +275,7 @@ def collect(events: bool = False, gather: bool = True) -> ProfileReport:
     found: Found = []
     rec = current()
     if rec is not None:
-        found.append((rec.snapshot(), list(rec.events) if events else []))
+        found.append((rec.snapshot(), rec.trace_events() if events else []))
     for directory in dump_dirs():
         found.extend(read_dumps(directory))
     dist = distributed() if gather else None
