@@ -237,3 +237,81 @@ def test_other_worker_count_refused(sets: tuple[list[str], list[str], list[str]]
     other.load_state_dict(state)
     with pytest.raises(ConfigError, match="same numbers"):
         next(iter(other))
+
+
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], list[str]]:
+    """Column sets ``img``/``txt``/``emb`` of 4 shards x 6 samples (``tests/core/joinsets``)."""
+    from tests.core.joinsets import make_sets, shard_keys
+    from tests.core.test_join import write_sets
+
+    specs = write_sets(tmp_path_factory.mktemp("joined"), make_sets(4, 6))
+    return specs, [k for i in range(4) for k in shard_keys(i, 6)]
+
+
+def _join_mix(specs: dict[str, str], b: list[str]) -> Any:
+    from tests.core.joinsets import aligned
+
+    def key_if_aligned(sample: dict[str, Any]) -> tuple[bytes]:
+        assert aligned(sample), sample["__key__"]
+        return (sample["__key__"].encode(),)
+
+    joined = wds.WebDataset(wds.join(specs, columns=["img", "txt"]), shardshuffle=True, seed=3)
+    dsb = wds.WebDataset(b, shardshuffle=True, seed=2).to_tuple("txt")
+    return wds.RandomMix([joined.map(key_if_aligned), dsb], [0.5, 0.5], longest=True, seed=5)
+
+
+@pytest.mark.parametrize("buffer", [0, 5])
+def test_mix_over_a_join(
+    sets: tuple[list[str], list[str], list[str]],
+    joined: tuple[dict[str, str], list[str]],
+    buffer: int,
+) -> None:
+    """A join mixed with a plain dataset (``RandomMix``), stopped and resumed over 3 passes:
+    every merged sample aligned; without a buffer the uninterrupted run, with one the same
+    samples in each pass, each once."""
+    _, b, _ = sets
+    specs, join_keys = joined
+    b_keys = sets[2][36:]  # after a's 4 x 9
+
+    def make() -> Any:
+        return wds.DataPipeline(_join_mix(specs, b)).shuffle(buffer)
+
+    def keys(item: Any) -> list[str]:
+        return [item[0].decode()]
+
+    plain, _ = run_passes(make, 3, [], keys)
+    assert _passes(plain) == [Counter(join_keys + b_keys)] * 3
+    assert plain[0] != plain[1]  # the epochs advance
+    total = sum(map(len, plain))
+    for seed in (8, 9):
+        stops = random_stops(seed, 6, total)
+        got, states = run_passes(make, 3, stops, keys)
+        assert len(states) == len(set(stops)) and all("mixers" in s for s in states)
+        if buffer == 0:
+            assert got == plain
+        else:
+            assert _passes(got) == _passes(plain)
+
+
+def test_loader_over_a_join_mix(
+    sets: tuple[list[str], list[str], list[str]], joined: tuple[dict[str, str], list[str]]
+) -> None:
+    """The same mix in 2 DataLoader workers (batched there, re-batched after a shuffle in the
+    main process): every stop resumes each pass exactly once."""
+    _, b, _ = sets
+    specs, join_keys = joined
+    b_keys = sets[2][36:]  # after a's 4 x 9
+
+    def make() -> Any:
+        ds = wds.DataPipeline(_join_mix(specs, b)).batched(3)
+        loader = wds.WebLoader(ds, num_workers=2, batch_size=None)
+        return loader.unbatched().shuffle(4).batched(4, collation_fn=list)
+
+    plain, _ = run_passes(make, 2, [], _batch_keys)
+    assert _passes(plain) == [Counter(join_keys + b_keys)] * 2
+    total = sum(map(len, plain)) // 4
+    stops = random_stops(11, 5, total)
+    got, states = run_passes(make, 2, stops, _batch_keys)
+    assert _passes(got) == _passes(plain)
+    assert len(states) == len(set(stops))
