@@ -204,3 +204,50 @@ def test_batch_spans_one_per_batch_kept_as_ints(
     assert sum(1 for _ in ds) == 10
     assert len([e for e in rec.trace_events() if e[2] == "batch"]) == 25
     assert rec.dropped - dropped == 5
+
+
+def test_event_columns_give_back_the_events_they_were_given() -> None:
+    """``EventColumns`` against the tuples it stands for: 3,000 random spans and counters
+    (names repeated and new, negative stage tracks, int64 extremes, float values), read back
+    whole and from every offset a dump may have reached."""
+    import random
+
+    from wds_cloud.observe.events import EventColumns
+
+    rng = random.Random(7)
+    cols = EventColumns()
+    want: list[tuple[Any, ...]] = []
+    names = ["decode(rgb)", "batch", "tar parse", "bytes read", "loader batches ready", "é/ü"]
+    for _ in range(3000):
+        name = rng.choice(names) if rng.random() < 0.9 else f"n{rng.randrange(50)}"
+        start = rng.choice([0, rng.randrange(1 << 62), (1 << 63) - 1])
+        if rng.random() < 0.6:
+            track = rng.choice([1, -1, rng.randrange(-(1 << 40), 1 << 40)])
+            dur = rng.randrange(1 << 40)
+            cat = rng.choice(["stage", "batch"])
+            cols.span(name, cat, track, start, dur)
+            want.append(("X", name, cat, track, start, dur, None))
+        else:
+            value = rng.choice([0.0, 1.5, float(rng.randrange(1 << 50)), -3.25])
+            cols.counter(name, start, value)
+            want.append(("C", name, "counter", 0, start, 0, {name: value}))
+    assert len(cols) == 3000
+    assert cols.tuples() == want
+    for first in (0, 1, 1499, 2999, 3000):
+        assert cols.tuples(first) == want[first:]
+
+
+def test_a_profiled_pass_keeps_no_event_object_but_a_shards(local_urls: list[str]) -> None:
+    """After a profiled pass the recorder's tuple events are the shard spans (they carry the
+    URL); the stage spans, counters and batch spans are numbers until read."""
+    import wds_cloud as wds
+    from wds_cloud.observe.profile import current
+
+    ds = wds.WebDataset(local_urls, shardshuffle=False).to_tuple("txt", "cls").batched(16)
+    for _ in ds.profile():
+        time.sleep(0.002)
+    rec = current()
+    assert rec is not None
+    assert {e[2] for e in rec.events} == {"shard"}
+    kinds = {(e[0], e[2]) for e in rec.trace_events()}
+    assert {("X", "shard"), ("X", "batch"), ("X", "stage"), ("C", "counter")} <= kinds

@@ -36,6 +36,7 @@ from operator import attrgetter
 from types import CodeType, FrameType
 from typing import Any, cast
 
+from wds_cloud.observe.events import EventColumns
 from wds_cloud.settings import BOOL, SECONDS, ConfigTable, Field, above
 
 __all__ = [
@@ -278,9 +279,10 @@ class Recorder:
         worker: the DataLoader worker index (-1 in the main process).
         timers: ``name -> [seconds, count, bytes]``.
         stages: ``(thread, stage) -> seconds`` charged by the sampler.
-        events: trace events (``X`` spans and ``C`` counters), see :mod:`.trace`; the
-            ``batch`` spans of the timed passes are kept apart (:meth:`batch_track`), and
-            :meth:`trace_events` gives both.
+        events: the trace events with ``args`` (a shard's span), see :mod:`.trace`; those
+            without (stage spans, counters) are kept as numbers (:mod:`.events`), the
+            ``batch`` spans of the timed passes too (:meth:`batch_track`), and
+            :meth:`trace_events` gives them all.
     """
 
     created = 0  # recorders made in this process: 0 while profiling was never on
@@ -298,6 +300,8 @@ class Recorder:
         self.timers: dict[str, list[float]] = {}
         self.stages: dict[tuple[str, str], float] = {}
         self.events: list[tuple[Any, ...]] = []
+        self._numbers = EventColumns()  # the events without args
+        self._numbers_dumped = 0
         # thread ident -> (starts, durations) of its batch spans, in ns
         self._batches: dict[int, tuple[array[int], array[int]]] = {}
         self._batches_dumped: dict[int, int] = {}  # batch spans already written, per thread
@@ -343,11 +347,30 @@ class Recorder:
         self, name: str, cat: str, start_ns: int, end_ns: int, args: Mapping[str, Any] | None = None
     ) -> None:
         """A trace span of the calling thread (a shard read, a batch)."""
-        self._event(("X", name, cat, threading.get_ident(), start_ns, end_ns - start_ns, args))
+        ident = threading.get_ident()
+        if args is not None:
+            self._event(("X", name, cat, ident, start_ns, end_ns - start_ns, args))
+            return
+        with self._lock:
+            if len(self._numbers) < MAX_EVENTS:
+                self._numbers.span(name, cat, ident, start_ns, end_ns - start_ns)
+            else:
+                self.dropped += 1
 
     def counter(self, name: str, value: float) -> None:
         """A trace counter sample (bytes read, queue depth) at the current time."""
-        self._event(("C", name, "counter", 0, time.perf_counter_ns(), 0, {name: value}))
+        with self._lock:
+            if len(self._numbers) < MAX_EVENTS:
+                self._numbers.counter(name, time.perf_counter_ns(), value)
+            else:
+                self.dropped += 1
+
+    def _stage_span(self, stage: str, tid: int, start_ns: int, end_ns: int) -> None:
+        """A span of ``stage`` on the stage track of thread ``tid`` (under the lock)."""
+        if len(self._numbers) < MAX_EVENTS:
+            self._numbers.span(stage, "stage", -tid, start_ns, end_ns - start_ns)
+        else:
+            self.dropped += 1
 
     def gauge(self, name: str, owner: Any, read: Callable[[Any], float]) -> None:
         """A ``C`` counter ``name`` (a queue depth, bytes in flight) read at every look of
@@ -400,13 +423,15 @@ class Recorder:
         return track
 
     def trace_events(self, dumped: bool = False) -> list[tuple[Any, ...]]:
-        """The trace events kept so far, the batch spans included (``dumped``: only those not
-        written to the dump yet, and marks them written)."""
+        """The trace events kept so far, all kinds (``dumped``: only those not written to the
+        dump yet, and marks them written)."""
         with self._lock:
             start = self._dumped if dumped else 0
             out = self.events[start:]
+            out.extend(self._numbers.tuples(self._numbers_dumped if dumped else 0))
             if dumped:
                 self._dumped = len(self.events)
+                self._numbers_dumped = len(self._numbers)
             for ident, (starts, durs) in list(self._batches.items()):
                 first = self._batches_dumped.get(ident, 0) if dumped else 0
                 end = len(durs)  # a start is appended before its duration
@@ -515,15 +540,13 @@ class Recorder:
             self.stages[key] = self.stages.get(key, 0.0) + (now - thread.last) / 1e9
         if stack is None:
             if prev is not None and now > prev[1]:
-                self._event(("X", prev[0], "stage", -thread.tid, prev[1], now - prev[1], None))
+                self._stage_span(prev[0], thread.tid, prev[1], now)
             thread.span = None
         elif prev is None:
             thread.span = (label, thread.last)
         elif label != prev[0]:
             if thread.last > prev[1]:
-                self._event(
-                    ("X", prev[0], "stage", -thread.tid, prev[1], thread.last - prev[1], None)
-                )
+                self._stage_span(prev[0], thread.tid, prev[1], thread.last)
             thread.span = (label, thread.last)
         thread.last = now
 
