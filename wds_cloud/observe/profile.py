@@ -70,7 +70,9 @@ PROFILE_SETTINGS = ConfigTable(
     ),
 )
 DUMP_EVERY = 0.5  # seconds between two dumps of a worker's totals
-MAX_EVENTS = 200_000  # trace events kept per process (and batch spans per thread); later ones are counted, not kept
+# trace events kept per process, of each kind (tuple events, EventColumns rows, and per thread
+# batch spans); later ones are counted, not kept
+MAX_EVENTS = 200_000
 
 _STOP = "-"  # a frame below which the stack is not this thread's work
 # what a frame's code is doing, from the most to the least specific; the first rule whose
