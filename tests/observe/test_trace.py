@@ -179,9 +179,9 @@ def test_batch_spans_one_per_batch_kept_as_ints(
 ) -> None:
     """A timed pass keeps one ``batch`` span per batch in two int arrays, none as a tuple in
     ``events`` (docs/observability.md, "Overhead"); :meth:`trace_events` gives them as events,
-    once each when read for the dump, and past ``MAX_EVENTS`` they are counted as dropped."""
+    once each when read for the dump, and past ``MAX_BATCH_SPANS`` they are counted as dropped."""
     import wds_cloud as wds
-    from wds_cloud.observe import passes
+    from wds_cloud.observe import profile
     from wds_cloud.observe.profile import current
 
     ds = wds.WebDataset(local_urls, shardshuffle=False).to_tuple("txt", "cls").batched(16)
@@ -199,7 +199,7 @@ def test_batch_spans_one_per_batch_kept_as_ints(
     assert sum(1 for _ in ds) == 10
     again = [e for e in rec.trace_events(dumped=True) if e[2] == "batch"]
     assert len(again) == 10 and again[0][4] > spans[-1][4]
-    monkeypatch.setattr(passes, "MAX_EVENTS", 25)
+    monkeypatch.setattr(profile, "MAX_BATCH_SPANS", 25)
     dropped = rec.dropped
     assert sum(1 for _ in ds) == 10
     assert len([e for e in rec.trace_events() if e[2] == "batch"]) == 25

@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
+from wds_cloud.observe import profile
 from wds_cloud.observe.profile import (
     CONSUMER,
     CONSUMER_WAIT,
     IDLE,
-    MAX_EVENTS,
     WORKER_BATCH,
     Recorder,
     ThreadRecord,
@@ -184,6 +184,7 @@ def _outermost(
     clock = time.perf_counter_ns
     slot = rec.timers.setdefault(CONSUMER_WAIT if rec.worker < 0 else WORKER_BATCH, [0.0, 0, 0])
     starts, durs = rec.batch_track(threading.get_ident())
+    cap = profile.MAX_BATCH_SPANS  # read once a pass, from its one place
     try:
         while True:
             start = clock()
@@ -194,7 +195,7 @@ def _outermost(
             end = clock()
             slot[0] += (end - start) / 1e9
             slot[1] += 1
-            if len(durs) < MAX_EVENTS:
+            if len(durs) < cap:
                 starts.append(start)
                 durs.append(end - start)
             else:

@@ -70,9 +70,10 @@ PROFILE_SETTINGS = ConfigTable(
     ),
 )
 DUMP_EVERY = 0.5  # seconds between two dumps of a worker's totals
-# trace events kept per process, of each kind (tuple events, EventColumns rows, and per thread
-# batch spans); later ones are counted, not kept
+# trace events kept per process, of each kind (tuple events, EventColumns rows), and batch spans
+# per thread (read by passes.py once a pass); later ones are counted, not kept
 MAX_EVENTS = 200_000
+MAX_BATCH_SPANS = MAX_EVENTS
 
 _STOP = "-"  # a frame below which the stack is not this thread's work
 # what a frame's code is doing, from the most to the least specific; the first rule whose
