@@ -4,6 +4,7 @@ at any time."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,9 @@ from wds_cloud.observe.profile import profile_enabled, recorders_created
 from wds_cloud.pytorch.builder import DevicePrefetcher, make_loader
 
 OFF = """
-import json, sys, threading
+import json, sys
 from tests.observe.helpers import assert_no_recorder
-from wds_cloud.observe.profile import recorders_created
+from wds_cloud.observe.profile import recorders_created, sampler_threads
 from wds_cloud.pytorch.builder import make_loader
 import wds_cloud as wds
 
@@ -29,7 +30,7 @@ print(json.dumps({
     "samples": n,
     "recorders": recorders_created(),
     "profiling": loader.profiling,
-    "samplers": [t.name for t in threading.enumerate() if t.name == "wds_cloud-profile"],
+    "samplers": len(sampler_threads()),
 }))
 """
 
@@ -56,7 +57,57 @@ def test_off_no_recorder_is_made_anywhere(local_urls: list[str]) -> None:
     """Off (the default), no recorder exists in the main process or a worker (the workers'
     user stage fails if one does), and no sampler thread runs."""
     out = _run(OFF, local_urls)
-    assert out == {"samples": 320, "recorders": 0, "profiling": False, "samplers": []}
+    assert out == {"samples": 320, "recorders": 0, "profiling": False, "samplers": 0}
+
+
+SAMPLER = """
+import json, os, sys, time
+import wds_cloud as wds
+from wds_cloud.observe.profile import reset, sampler_threads
+
+def alive(native):  # an OS thread of this process (one that ended leaves /proc shortly after)
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/self/task/{native}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.path.exists(f"/proc/self/task/{native}")
+
+ds = wds.WebDataset(sys.argv[1:], shardshuffle=False).profile()
+it = iter(ds)
+next(it)
+deadline = time.monotonic() + 5
+while not sampler_threads() and time.monotonic() < deadline:  # started without a wait
+    time.sleep(0.001)
+during = sampler_threads()
+exists = [os.path.isdir(f"/proc/self/task/{native}") for native in during]
+n = 1 + sum(1 for _ in it)
+between = sampler_threads()  # it idles between passes
+n += sum(1 for _ in ds)
+again = sampler_threads()  # the next pass starts no other
+pid = os.fork()
+if pid == 0:
+    os._exit(10 + len(sampler_threads()))
+child = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) - 10
+reset()
+print(json.dumps({"during": len(during), "exists": exists, "same": during == between == again,
+                  "child": child, "after": sampler_threads(), "ended": not alive(during[0]),
+                  "n": n}))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc/self/task")
+def test_one_sampler_thread_a_process_until_reset(local_urls: list[str]) -> None:
+    """The sampler is one OS thread (seen in ``/proc``) from the first profiled pass to
+    ``reset()``, idle between passes and ended by it; a forked child has none."""
+    out = _run(SAMPLER, local_urls)
+    assert out == {
+        "during": 1,
+        "exists": [True],
+        "same": True,
+        "child": 0,
+        "after": [],
+        "ended": True,
+        "n": 320,
+    }
 
 
 def test_wds_cloud_profile_switches_it_on_for_every_loader(local_urls: list[str]) -> None:
