@@ -16,9 +16,9 @@ from wds_cloud.observe.profile import profile_enabled, recorders_created
 from wds_cloud.pytorch.builder import DevicePrefetcher, make_loader
 
 OFF = """
-import json, sys
+import json, sys, threading
 from tests.observe.helpers import assert_no_recorder
-from wds_cloud.observe.profile import recorders_created, sampler_threads
+from wds_cloud.observe.profile import recorders_created
 from wds_cloud.pytorch.builder import make_loader
 import wds_cloud as wds
 
@@ -30,7 +30,7 @@ print(json.dumps({
     "samples": n,
     "recorders": recorders_created(),
     "profiling": loader.profiling,
-    "samplers": len(sampler_threads()),
+    "samplers": [t.name for t in threading.enumerate() if t.name == "wds_cloud-profile"],
 }))
 """
 
@@ -57,13 +57,16 @@ def test_off_no_recorder_is_made_anywhere(local_urls: list[str]) -> None:
     """Off (the default), no recorder exists in the main process or a worker (the workers'
     user stage fails if one does), and no sampler thread runs."""
     out = _run(OFF, local_urls)
-    assert out == {"samples": 320, "recorders": 0, "profiling": False, "samplers": 0}
+    assert out == {"samples": 320, "recorders": 0, "profiling": False, "samplers": []}
 
 
 SAMPLER = """
-import json, os, sys, time
+import json, os, sys, threading, time
 import wds_cloud as wds
-from wds_cloud.observe.profile import reset, sampler_threads
+from wds_cloud.observe.profile import reset
+
+def sampler_threads():  # the OS thread ids of this process's sampler threads
+    return [t.native_id for t in threading.enumerate() if t.name == "wds_cloud-profile"]
 
 def alive(native):  # an OS thread of this process (one that ended leaves /proc shortly after)
     deadline = time.monotonic() + 5
@@ -74,9 +77,6 @@ def alive(native):  # an OS thread of this process (one that ended leaves /proc 
 ds = wds.WebDataset(sys.argv[1:], shardshuffle=False).profile()
 it = iter(ds)
 next(it)
-deadline = time.monotonic() + 5
-while not sampler_threads() and time.monotonic() < deadline:  # started without a wait
-    time.sleep(0.001)
 during = sampler_threads()
 exists = [os.path.isdir(f"/proc/self/task/{native}") for native in during]
 n = 1 + sum(1 for _ in it)

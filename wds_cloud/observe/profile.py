@@ -20,7 +20,6 @@ How a pipeline's pass is put under the recorder is in :mod:`.passes`.
 
 from __future__ import annotations
 
-import _thread
 import gc
 import os
 import pickle
@@ -50,7 +49,6 @@ __all__ = [
     "recorder",
     "recorders_created",
     "reset",
-    "sampler_threads",
 ]
 
 # seconds between two looks of the sampler, on average: 1,200 looks a minute per thread.
@@ -275,42 +273,6 @@ def _read_stacks(idents: list[int]) -> list[list[FrameType]]:
     return cast("list[list[FrameType]]", chains)  # accumulate's items are untyped
 
 
-# the sampler threads running: ident -> (the pid they run in, their OS thread id)
-_SAMPLERS: dict[int, tuple[int, int]] = {}
-
-
-def start_sampler(
-    run: Callable[[threading.Event], None], stop: threading.Event, done: threading.Event
-) -> int:
-    """Start a thread running ``run(stop)``; ``done`` is set when it ends. Its ident.
-
-    Not a ``threading.Thread``: its ``start()`` waits until the new thread has run, and on a
-    saturated machine that is a time slice. Measured in the 2-worker loader cell of
-    ``benchmarks/bench_profile.py`` (torch starts new workers every pass), each worker's
-    first pass waited 0.26 ms (median) and 3.3 ms (90th percentile) in ``start()``, at the
-    moment the main process waits for the first batches; ``_thread.start_new_thread``
-    returns at once. Such a thread is not in ``threading.enumerate()``:
-    :func:`sampler_threads` lists them."""
-
-    def body() -> None:
-        ident = _thread.get_ident()
-        _SAMPLERS[ident] = (os.getpid(), _thread.get_native_id())
-        try:
-            run(stop)
-        finally:
-            _SAMPLERS.pop(ident, None)
-            done.set()
-
-    return _thread.start_new_thread(body, ())
-
-
-def sampler_threads() -> list[int]:
-    """The OS thread ids of the sampler threads running in this process (a forked child
-    inherits none)."""
-    pid = os.getpid()
-    return [native for owner, native in list(_SAMPLERS.values()) if owner == pid]
-
-
 class Recorder:
     """Everything measured in one process; :meth:`snapshot` is its plain-data form.
 
@@ -359,9 +321,8 @@ class Recorder:
         self._codes: dict[CodeType, str] = {}
         self._threads: dict[int, ThreadRecord] = {}
         self._lock = threading.RLock()  # a pass dropped by the GC ends under it too
-        self._sampler: int | None = None  # the sampler thread's ident while it runs
+        self._sampler: threading.Thread | None = None
         self._stop = threading.Event()
-        self._done = threading.Event()  # set when the sampler thread of _stop has ended
         self._open = threading.Event()  # a pass is open: the sampler looks (else it idles)
         self._jitter = random.Random(self.pid)
 
@@ -516,8 +477,11 @@ class Recorder:
                 thread.last = time.perf_counter_ns()
             self._open.set()
             if self._sampler is None:
-                self._stop, self._done = threading.Event(), threading.Event()
-                self._sampler = start_sampler(self._run, self._stop, self._done)
+                self._stop = threading.Event()
+                self._sampler = threading.Thread(
+                    target=self._run, args=(self._stop,), name="wds_cloud-profile", daemon=True
+                )
+                self._sampler.start()
 
     def leave(self, thread: ThreadRecord) -> None:
         """The pass entered with :meth:`enter` ends: charge its last stretch, forget the
@@ -631,9 +595,8 @@ class Recorder:
             sampler, self._sampler = self._sampler, None
             self._stop.set()
             self._open.set()  # an idle sampler wakes to see the stop
-            done = self._done
-        if sampler is not None and sampler != threading.get_ident():
-            done.wait()
+        if sampler is not None and sampler is not threading.current_thread():
+            sampler.join()
 
     # -- plain data ------------------------------------------------------------------------
 
