@@ -21,8 +21,9 @@ from wds_cloud.openers.streams.resumable import (
     Opened,
     RetryableError,
     Urllib3Body,
-    check_content_range,
     content_range_total,
+    fetch_span,
+    first_answer,
     past_end,
     transient_error,
 )
@@ -113,15 +114,7 @@ class Fetcher:
         """The ``RangeFetch`` of :func:`~wds_cloud.openers.streams.resumable.read_span`: bytes
         ``first .. end - 1`` (``Range: bytes=first-(end-1)``), checksum pinned after the first
         answer."""
-        self.end = end
-        opened = self(first)
-        if opened.start == first:
-            try:
-                check_content_range(self.content_range, first, end, self.target.url)
-            except BaseException:
-                opened.body.close()
-                raise
-        return opened
+        return fetch_span(self, first, end, self.target.url)
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
@@ -172,11 +165,7 @@ class Fetcher:
         if not self._answered:
             self._answered = True
             self.checksum = raw.headers.get("Ais-Checksum-Value")
-            start = offset if raw.status == 206 else 0
-            if start < offset and size is not None and size < offset:
-                raw.close()  # read from the start (ETL output): shorter than the offset
-                past_end(self.target.url, offset, size)
-            return Opened(Urllib3Body(raw), start, size)
+            return first_answer(raw, self.target.url, offset, raw.status, size)
         if self.target.etl:
             return Opened(Urllib3Body(raw), 0, size)
         checksum = raw.headers.get("Ais-Checksum-Value")

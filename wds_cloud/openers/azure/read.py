@@ -20,10 +20,10 @@ from wds_cloud.openers.azure.errors import AzureStatusError, read_errors
 from wds_cloud.openers.streams.resumable import (
     Opened,
     ResumableReader,
-    RetryableError,
-    Urllib3Body,
-    check_content_range,
     content_range_total,
+    explain,
+    fetch_span,
+    first_answer,
     past_end,
     transient_error,
 )
@@ -80,15 +80,7 @@ class BlobFetch:
 
     def span(self, first: int, end: int) -> Opened:
         """The ``RangeFetch`` of :func:`~wds_cloud.openers.streams.resumable.read_span`."""
-        self.end = end
-        opened = self(first)
-        if opened.start == first:
-            try:
-                check_content_range(self.content_range, first, end, self.url)
-            except BaseException:
-                opened.body.close()
-                raise
-        return opened
+        return fetch_span(self, first, end, self.url)
 
     def _get(self, offset: int) -> Any:
         access = self.access
@@ -122,17 +114,11 @@ class BlobFetch:
             size = int(length) if length is not None and length.isdigit() else None
         else:
             size = content_range_total(self.content_range)
-        start = offset if status == 206 else 0
-        if start < offset and size is not None and size < offset:
-            response.close()  # a whole blob (the range was ignored) shorter than the offset
-            past_end(self.url, offset, size)
-        return Opened(Urllib3Body(response.raw), start, size)
+        return first_answer(response.raw, self.url, offset, status, size)
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
-        if isinstance(exc, RetryableError):
-            return str(exc)
-        return self.access.translate(exc, url=self.url).reason
+        return explain(self.access.translate, self.url, exc)
 
     def _past_end(self, response: Any, offset: int) -> Opened:
         """A GET from ``offset`` refused with 416: empty at the end, else an error."""

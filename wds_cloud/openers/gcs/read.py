@@ -24,10 +24,10 @@ from wds_cloud.openers.streams.resumable import (
     NETWORK_ERRORS,
     Opened,
     ResumableReader,
-    RetryableError,
-    Urllib3Body,
-    check_content_range,
     content_range_total,
+    explain,
+    fetch_span,
+    first_answer,
     past_end,
     transient_error,
 )
@@ -131,15 +131,7 @@ class MediaFetch:
     def span(self, first: int, end: int) -> Opened:
         """The ``RangeFetch`` of :func:`~wds_cloud.openers.streams.resumable.read_span`: bytes
         ``first .. end - 1``, pinned to the generation of the first answer."""
-        self.end = end
-        opened = self(first)
-        if opened.start == first:
-            try:
-                check_content_range(self.content_range, first, end, self.url)
-            except BaseException:
-                opened.body.close()
-                raise
-        return opened
+        return fetch_span(self, first, end, self.url)
 
     def __call__(self, offset: int) -> Opened:
         access = self.access
@@ -174,17 +166,11 @@ class MediaFetch:
             size = stored_size(response)
         else:
             size = content_range_total(self.content_range)
-        start = offset if status == 206 else 0
-        if start < offset and size is not None and size < offset:
-            response.close()  # a whole object (the range was ignored) shorter than the offset
-            past_end(self.url, offset, size)
-        return Opened(Urllib3Body(response.raw), start, size)
+        return first_answer(response.raw, self.url, offset, status, size)
 
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
-        if isinstance(exc, RetryableError):
-            return str(exc)
-        return self.access.translate(exc, url=self.url).reason
+        return explain(self.access.translate, self.url, exc)
 
     def _past_end(self, response: Any, offset: int) -> Opened:
         """A first GET from ``offset`` refused with 416: empty at the end, else an error."""

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 from wds_cloud.openers.s3.errors import read_errors, retryable, s3_request
 from wds_cloud.openers.streams.backoff import RetryPolicy
 from wds_cloud.openers.streams.prefetch import PrefetchReader
-from wds_cloud.openers.streams.resumable import Opened, ThrottledError, check_content_range
+from wds_cloud.openers.streams.resumable import (
+    Opened,
+    ThrottledError,
+    check_content_range,
+    explain,
+)
 from wds_cloud.openers.streams.throttle import limiter_for
 
 if TYPE_CHECKING:
@@ -57,8 +62,6 @@ def open_prefetching(
     chunk = int(cfg.prefetch_chunk or 1)
     if size <= chunk:
         return None
-    from wds_cloud.openers.s3.read import explain
-
     etag = head["ETag"]
     return PrefetchReader(
         url=url,

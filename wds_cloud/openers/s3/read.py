@@ -16,10 +16,9 @@ from wds_cloud.openers.s3.errors import error_code, s3_request
 from wds_cloud.openers.streams.resumable import (
     Body,
     Opened,
-    RetryableError,
-    TranslateError,
     Urllib3Body,
     check_content_range,
+    explain,
     past_end,
 )
 
@@ -158,12 +157,3 @@ class ObjectFetch:
     def explain(self, exc: BaseException) -> str:
         """The text of the final error for ``exc`` (the reader's ``explain``)."""
         return explain(self.access.translate, self.url, exc)
-
-
-def explain(translate: TranslateError, url: str, exc: BaseException) -> str:
-    """The text of a read's final error: the throttling answer, or the translated failure."""
-    if isinstance(exc, RetryableError):
-        return str(exc)
-    if not isinstance(exc, Exception):
-        return repr(exc)
-    return translate(exc, url=url).reason

@@ -502,6 +502,58 @@ def check_content_range(value: str | None, first: int, end: int, url: str) -> No
         )
 
 
+class SpanFetch(Protocol):
+    """A backend's ``fetch(offset) -> Opened`` that can stop its GETs at ``end`` (exclusive)
+    and keeps the last answer's ``Content-Range``."""
+
+    end: int | None
+    content_range: str | None
+
+    def __call__(self, offset: int) -> Opened: ...
+
+
+def fetch_span(fetch: SpanFetch, first: int, end: int, url: str) -> Opened:
+    """The ``RangeFetch`` of :func:`read_span` over ``fetch``: bytes ``first .. end - 1``,
+    every GET of ``fetch`` stopping at ``end``; an answer from ``first`` must say the object
+    reaches ``end`` (:func:`check_content_range`), else its body is closed and the error
+    raised."""
+    fetch.end = end
+    opened = fetch(first)
+    if opened.start == first:
+        try:
+            check_content_range(fetch.content_range, first, end, url)
+        except BaseException:
+            opened.body.close()
+            raise
+    return opened
+
+
+def first_answer(raw: Any, url: str, offset: int, status: int, size: int | None) -> Opened:
+    """The body of the answer (``raw``: its urllib3 response, status ``status``, the object's
+    ``size`` if it said it) to a GET from ``offset``: from ``offset`` when ranged (206), from
+    0 when the range was ignored (200). A whole object shorter than ``offset`` is closed (its
+    connection handed back to its pool, as ``requests.Response.close`` does) and
+    :func:`past_end` raises."""
+    start = offset if status == 206 else 0
+    if start < offset and size is not None and size < offset:
+        raw.close()
+        release = getattr(raw, "release_conn", None)
+        if release is not None:
+            release()
+        past_end(url, offset, size)
+    return Opened(Urllib3Body(raw), start, size)
+
+
+def explain(translate: TranslateError, url: str, exc: BaseException) -> str:
+    """The text of a read's final error (a reader's ``explain``): the throttling answer, or
+    the translated failure."""
+    if isinstance(exc, RetryableError):
+        return str(exc)
+    if not isinstance(exc, Exception):
+        return repr(exc)
+    return translate(exc, url=url).reason
+
+
 def content_range_total(value: str | None) -> int | None:
     """The object size of a ``Content-Range: bytes a-b/total`` (or ``bytes */total``) header."""
     if not value or "/" not in value:
