@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from tests.support.http_server import HttpFileServer
+from tests.support.http_server import HttpFileServer, serving
 from wds_cloud.errors import ShardError, ShardOpenError, ShardReadError
 from wds_cloud.openers.streams.resumable import (
     Opened,
@@ -30,10 +30,7 @@ DATA = random.Random(7).randbytes(SIZE)
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[HttpFileServer]:
-    root = tmp_path / "www"
-    root.mkdir()
-    (root / "x.bin").write_bytes(DATA)
-    with HttpFileServer(root) as server:
+    with serving(tmp_path / "www", {"x.bin": DATA}) as server:
         yield server
 
 

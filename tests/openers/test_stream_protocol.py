@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import wds_cloud.openers
-from tests.support.http_server import HttpFileServer
+from tests.support.http_server import HttpFileServer, serving
 from tests.support.typecheck import run_mypy
 from wds_cloud.openers.cache.shardcache import ShardCache
 from wds_cloud.openers.http.opener import HttpOpener
@@ -32,10 +32,7 @@ DATA = bytes(range(256)) * 64  # 16 KiB
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[HttpFileServer]:
-    root = tmp_path / "www"
-    root.mkdir()
-    (root / "x.bin").write_bytes(DATA)
-    with HttpFileServer(root) as server:
+    with serving(tmp_path / "www", {"x.bin": DATA}) as server:
         yield server
 
 

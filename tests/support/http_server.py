@@ -31,7 +31,8 @@ import os
 import ssl
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,13 @@ class HttpFileServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextmanager
+def serving(root: Path, files: dict[str, bytes]) -> Iterator[HttpFileServer]:
+    """``files`` (name -> bytes) written to the new folder ``root`` and served from it."""
+    root.mkdir()
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    with HttpFileServer(root) as server:
+        yield server
