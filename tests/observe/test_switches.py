@@ -68,7 +68,7 @@ from wds_cloud.observe.profile import reset
 def sampler_threads():  # the OS thread ids of this process's sampler threads
     return [t.native_id for t in threading.enumerate() if t.name == "wds_cloud-profile"]
 
-def alive(native):  # an OS thread of this process (one that ended leaves /proc shortly after)
+def lingers(native):  # still in /proc after 5 s (an ended thread leaves it shortly after)
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/self/task/{native}") and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -89,7 +89,7 @@ if pid == 0:
 child = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) - 10
 reset()
 print(json.dumps({"during": len(during), "exists": exists, "same": during == between == again,
-                  "child": child, "after": sampler_threads(), "ended": not alive(during[0]),
+                  "child": child, "after": sampler_threads(), "ended": not lingers(during[0]),
                   "n": n}))
 """
 

@@ -355,23 +355,22 @@ class Recorder:
             self._event(("X", name, cat, ident, start_ns, end_ns - start_ns, args))
             return
         with self._lock:
-            if len(self._numbers) < MAX_EVENTS:
-                self._numbers.span(name, cat, ident, start_ns, end_ns - start_ns)
-            else:
-                self.dropped += 1
+            self._number(self._numbers.span, name, cat, ident, start_ns, end_ns - start_ns)
 
     def counter(self, name: str, value: float) -> None:
         """A trace counter sample (bytes read, queue depth) at the current time."""
         with self._lock:
-            if len(self._numbers) < MAX_EVENTS:
-                self._numbers.counter(name, time.perf_counter_ns(), value)
-            else:
-                self.dropped += 1
+            self._number(self._numbers.counter, name, time.perf_counter_ns(), value)
 
     def _stage_span(self, stage: str, tid: int, start_ns: int, end_ns: int) -> None:
         """A span of ``stage`` on the stage track of thread ``tid`` (under the lock)."""
+        self._number(self._numbers.span, stage, "stage", -tid, start_ns, end_ns - start_ns)
+
+    def _number(self, add: Callable[..., None], *row: Any) -> None:
+        """``add(*row)`` (a row of :attr:`_numbers`) while fewer than ``MAX_EVENTS`` are kept,
+        else count it dropped (under the lock)."""
         if len(self._numbers) < MAX_EVENTS:
-            self._numbers.span(stage, "stage", -tid, start_ns, end_ns - start_ns)
+            add(*row)
         else:
             self.dropped += 1
 
